@@ -1,0 +1,51 @@
+# Set-up is part of every target: a fresh machine needs nothing but python3.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+# CPU-only machines take the small CPU build of torch; machines with an NVIDIA driver take the default
+# (CUDA) build from PyPI. Override with `make TORCH_SPEC=... install`.
+HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+ifeq ($(HAS_GPU),1)
+TORCH_SPEC ?= torch
+else
+TORCH_SPEC ?= torch==2.13.0
+endif
+
+.PHONY: install train test test-fast lint format sweep bench report clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install "$(TORCH_SPEC)" || $(BIN)/pip install torch
+	$(BIN)/pip install -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+train: install
+	$(BIN)/python train.py $(ARGS)
+
+test: install
+	$(BIN)/python -m pytest -q $(ARGS)
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow and not multiproc" $(ARGS)
+
+lint: install
+	$(BIN)/ruff check src tests scripts *.py
+	$(BIN)/ruff format --check src tests scripts *.py
+
+format: install
+	$(BIN)/ruff format src tests scripts *.py
+
+sweep: install
+	$(BIN)/python train.py -m experiment=$(or $(EXPERIMENT),ablate_placement) $(ARGS)
+
+bench: install
+	$(BIN)/python scripts/bench.py $(ARGS)
+
+report: install
+	$(BIN)/python scripts/report.py $(SWEEP)
+
+clean:
+	rm -rf $(VENV) outputs multirun .cache

@@ -1,0 +1,1 @@
+"""gptlab: train and ablate GPT-style transformers."""

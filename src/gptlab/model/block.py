@@ -1,0 +1,47 @@
+"""One transformer block; the norm placement is the ablated choice, so all four live here."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from gptlab.model.attention import CausalSelfAttention
+from gptlab.model.config import GPTConfig
+from gptlab.model.ffn import FeedForward
+from gptlab.model.norms import make_norm
+
+
+def deepnorm_alpha(n_layer: int) -> float:
+    """DeepNet's residual up-weighting for decoder-only models: α = (2L)^(1/4) (Wang et al. 2022)."""
+    return (2 * n_layer) ** 0.25
+
+
+class Block(nn.Module):
+    """Attention then FFN, each wrapped by the configured norm placement."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.placement = cfg.norm_placement
+        self.alpha = deepnorm_alpha(cfg.n_layer) if self.placement == "deepnorm" else 1.0
+        self.attn_norm = make_norm(cfg)
+        self.attn = CausalSelfAttention(cfg)
+        self.ffn_norm = make_norm(cfg)
+        self.ffn = FeedForward(cfg)
+        if self.placement == "sandwich":
+            self.attn_out_norm = make_norm(cfg)
+            self.ffn_out_norm = make_norm(cfg)
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        if self.placement == "pre":  # norm on the branch: the stream is a clean identity path
+            x = x + self.attn(self.attn_norm(x), rope)
+            x = x + self.ffn(self.ffn_norm(x))
+        elif self.placement == "post":  # Vaswani et al. 2017: norm on the stream itself
+            x = self.attn_norm(x + self.attn(x, rope))
+            x = self.ffn_norm(x + self.ffn(x))
+        elif self.placement == "sandwich":  # peri-norm: normalise the branch's input and output
+            x = x + self.attn_out_norm(self.attn(self.attn_norm(x), rope))
+            x = x + self.ffn_out_norm(self.ffn(self.ffn_norm(x)))
+        else:  # deepnorm: post-norm with the stream up-weighted by α
+            x = self.attn_norm(self.alpha * x + self.attn(x, rope))
+            x = self.ffn_norm(self.alpha * x + self.ffn(x))
+        return x

@@ -1,0 +1,134 @@
+"""GPTConfig: every architectural choice the ablations vary, validated at construction."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+NORMS = ("rmsnorm", "layernorm")
+PLACEMENTS = ("pre", "post", "sandwich", "deepnorm")
+GATED_FFNS = ("swiglu", "geglu", "reglu")
+UNGATED_FFNS = ("gelu", "gelu_tanh", "relu")
+FFNS = GATED_FFNS + UNGATED_FFNS
+POS_EMBS = ("rope", "learned")
+DEPTH_SCALES = ("none", "global", "per_layer")
+INIT_STD_RULE = "1/sqrt(d)"
+
+
+def _choice(name: str, value: Any, accepted: tuple[str, ...]) -> None:
+    if value not in accepted:
+        raise ValueError(f"model.{name}={value!r} is not accepted; choose one of {', '.join(accepted)}")
+
+
+def _positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"model.{name}={value!r} must be a positive number")
+
+
+@dataclass
+class GPTConfig:
+    """The model group's schema: a Hydra structured config and the GPT constructor's argument."""
+
+    vocab_size: int = 256
+    block_size: int = 256
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    norm: str = "rmsnorm"
+    norm_eps: float = 1e-5
+    norm_placement: str = "pre"
+    ffn: str = "swiglu"
+    ffn_hidden: int | None = None  # None: 4·d ungated, 8/3·d gated (rounded up to ffn_multiple_of)
+    ffn_multiple_of: int = 64
+    tie_embeddings: bool = True
+    pos_emb: str = "rope"
+    rope_theta: float = 10000.0
+    bias: bool = False
+    dropout: float = 0.0
+    init_std: Any = 0.02  # a number, or the string "1/sqrt(d)"
+    depth_scaled_init: str = "global"
+    init_from: str | None = None  # a local Hugging Face directory (Llama or GPT-2) to start from
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "ffn_multiple_of"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"model.{name}={value!r} must be a positive integer")
+        if self.ffn_hidden is not None:
+            if isinstance(self.ffn_hidden, bool) or not isinstance(self.ffn_hidden, int) or self.ffn_hidden <= 0:
+                raise ValueError(
+                    f"model.ffn_hidden={self.ffn_hidden!r} must be a positive integer or null "
+                    "(null = 4·d ungated, 8/3·d gated)"
+                )
+        _choice("norm", self.norm, NORMS)
+        _choice("norm_placement", self.norm_placement, PLACEMENTS)
+        _choice("ffn", self.ffn, FFNS)
+        _choice("pos_emb", self.pos_emb, POS_EMBS)
+        _choice("depth_scaled_init", self.depth_scaled_init, DEPTH_SCALES)
+        _positive("norm_eps", self.norm_eps)
+        _positive("rope_theta", self.rope_theta)
+        if self.n_embd % self.n_head != 0:
+            raise ValueError(
+                f"model.n_embd={self.n_embd} is not divisible by model.n_head={self.n_head}; "
+                "n_embd must be a multiple of n_head"
+            )
+        if self.pos_emb == "rope" and self.head_dim % 2 != 0:
+            raise ValueError(
+                f"model.pos_emb='rope' needs an even head dimension, got n_embd/n_head={self.head_dim}; "
+                "change n_embd or n_head, or use pos_emb=learned"
+            )
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not (
+            0.0 <= self.dropout < 1.0
+        ):
+            raise ValueError(f"model.dropout={self.dropout!r} must be in [0, 1)")
+        if isinstance(self.init_std, str):
+            if self.init_std != INIT_STD_RULE:
+                raise ValueError(
+                    f"model.init_std={self.init_std!r} is not accepted; give a positive number "
+                    f"or the string '{INIT_STD_RULE}'"
+                )
+        else:
+            _positive("init_std", self.init_std)
+        if self.norm_placement == "deepnorm" and self.depth_scaled_init != "none":
+            raise ValueError(
+                f"model.depth_scaled_init={self.depth_scaled_init!r} cannot be combined with "
+                "norm_placement=deepnorm, whose own β scaling replaces it; set depth_scaled_init=none"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    @property
+    def gated(self) -> bool:
+        return self.ffn in GATED_FFNS
+
+    @property
+    def hidden_dim(self) -> int:
+        """FFN width: explicit, or the equal-parameter rule (4·d ungated, 8/3·d gated)."""
+        if self.ffn_hidden is not None:
+            return self.ffn_hidden
+        if not self.gated:
+            return 4 * self.n_embd
+        m = self.ffn_multiple_of
+        return m * math.ceil(8 * self.n_embd / 3 / m)
+
+    @property
+    def std(self) -> float:
+        """The base init σ, resolving the '1/sqrt(d)' rule."""
+        if self.init_std == INIT_STD_RULE:
+            return 1.0 / math.sqrt(self.n_embd)
+        return float(self.init_std)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> GPTConfig:
+        """Build from a plain dict (e.g. a resolved Hydra node), naming any unknown key."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown model field(s) {unknown}; accepted: {sorted(known)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,83 @@
+"""The GPT: embeddings → blocks → (final norm) → lm_head, with tying kept intact through moves."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from gptlab.model.attention import rope_tables
+from gptlab.model.block import Block
+from gptlab.model.config import GPTConfig
+from gptlab.model.init import init_weights
+from gptlab.model.norms import make_norm
+
+
+class GPT(nn.Module):
+    """Decoder-only transformer; `forward(idx)` returns logits of shape (B, T, vocab_size)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.pos_emb = nn.Embedding(cfg.block_size, cfg.n_embd) if cfg.pos_emb == "learned" else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        # post and deepnorm end on a norm already; pre and sandwich leave the stream unnormalised
+        has_final_norm = cfg.norm_placement in ("pre", "sandwich")
+        self.final_norm = make_norm(cfg) if has_final_norm else None
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        if cfg.pos_emb == "rope":
+            cos, sin = rope_tables(cfg.head_dim, cfg.block_size, cfg.rope_theta)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
+        self.reset_parameters()
+
+    def _tie(self) -> None:
+        if self.cfg.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+
+    def _apply(self, fn, recurse: bool = True):  # type: ignore[override]
+        # .to(), .to_empty(), .half() may replace each module's parameters separately; re-tie after.
+        super()._apply(fn, recurse)
+        self._tie()
+        return self
+
+    def reset_parameters(self) -> None:
+        """(Re-)apply the init recipe; also after meta-device construction and `to_empty()`."""
+        self._tie()
+        if self.cfg.pos_emb == "rope":
+            cos, sin = rope_tables(self.cfg.head_dim, self.cfg.block_size, self.cfg.rope_theta)
+            self.rope_cos.copy_(cos)
+            self.rope_sin.copy_(sin)
+        init_weights(self, self.cfg)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        T = idx.shape[1]
+        if T > self.cfg.block_size:
+            raise ValueError(f"sequence length {T} exceeds model.block_size={self.cfg.block_size}")
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(T, device=idx.device))
+        x = self.drop(x)
+        rope = (self.rope_cos, self.rope_sin) if self.cfg.pos_emb == "rope" else None
+        for block in self.blocks:
+            x = block(x, rope)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return self.lm_head(x)
+
+    def num_params(self, exclude_embedding: bool = False) -> int:
+        """Unique parameters (a tied matrix once). `exclude_embedding` drops the lookup tables
+        (pos_emb, and tok_emb unless it is also the tied head): the N of the 6·N FLOP rule."""
+        n = sum(p.numel() for p in self.parameters())
+        if exclude_embedding:
+            if self.pos_emb is not None:
+                n -= self.pos_emb.weight.numel()
+            if not self.cfg.tie_embeddings:
+                n -= self.tok_emb.weight.numel()
+        return n
+
+    def flops_per_token(self, seq_len: int | None = None) -> int:
+        """Training FLOPs per token, 6·N + 12·L·T·d (PaLM appendix B; nanoGPT's estimate_mfu)."""
+        T = seq_len or self.cfg.block_size
+        return 6 * self.num_params(exclude_embedding=True) + 12 * self.cfg.n_layer * T * self.cfg.n_embd
