@@ -21,9 +21,15 @@ def _choice(name: str, value: Any, accepted: tuple[str, ...]) -> None:
         raise ValueError(f"model.{name}={value!r} is not accepted; choose one of {', '.join(accepted)}")
 
 
-def _positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValueError(f"model.{name}={value!r} must be a positive number")
+def _positive(name: str, value: Any, also: str = "") -> None:
+    # isfinite: NaN slips through `value <= 0`, and NaN or inf would silently poison the weights
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"model.{name}={value!r} must be a positive finite number{also}")
 
 
 @dataclass
@@ -89,7 +95,7 @@ class GPTConfig:
                     f"or the string '{INIT_STD_RULE}'"
                 )
         else:
-            _positive("init_std", self.init_std)
+            _positive("init_std", self.init_std, also=f" or the string '{INIT_STD_RULE}'")
         if self.norm_placement == "deepnorm" and self.depth_scaled_init != "none":
             raise ValueError(
                 f"model.depth_scaled_init={self.depth_scaled_init!r} cannot be combined with "
