@@ -1,0 +1,126 @@
+"""The structured schema of the whole Hydra tree: a wrong type or an unknown key fails at compose."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+
+from gptlab.data.config import DataConfig
+from gptlab.model.config import GPTConfig
+
+STRATEGIES = ("auto", "ddp", "fsdp")
+SCHEDULES = ("cosine", "linear", "constant")
+NONFINITE_POLICIES = ("stop", "skip")
+
+
+@dataclass
+class FSDPConfig:
+    """FSDP2 options, used when trainer.strategy=fsdp."""
+
+    reshard_after_forward: bool = True
+    activation_checkpointing: bool = False
+    mixed_precision: bool = True  # bf16 parameters, fp32 gradient reduction (GPU only)
+
+
+@dataclass
+class TrainerConfig:
+    """The subset of lightning.Trainer arguments the project uses, plus the strategy choice."""
+
+    accelerator: str = "auto"
+    devices: Any = 1  # an int, or "auto"
+    num_nodes: int = 1
+    strategy: str = "auto"  # auto | ddp | fsdp
+    precision: str = "auto"  # auto: bf16-mixed on a GPU that has bf16, else 32-true
+    max_steps: int = 600
+    val_check_interval: int = 100
+    limit_val_batches: int = 16
+    log_every_n_steps: int = 10
+    accumulate_grad_batches: int = 1
+    deterministic: bool = False
+    enable_progress_bar: bool = True
+    fsdp: FSDPConfig = field(default_factory=FSDPConfig)
+
+
+@dataclass
+class OptimConfig:
+    """AdamW (decay on matrices only) with linear warmup then cosine/linear decay or constant."""
+
+    lr: float = 2e-3
+    min_lr: float = 2e-4
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    warmup_steps: int = 50
+    schedule: str = "cosine"
+    grad_clip: float = 1.0  # max global L2 norm; 0 turns clipping off
+
+
+@dataclass
+class LoggerConfig:
+    """Where metrics go: wandb (offline unless configured) and a CSV log beside it."""
+
+    wandb: bool = True
+    csv: bool = True
+    project: str = "gptlab"
+    entity: str | None = None
+    mode: str = "offline"  # offline | online | disabled; online falls back to offline on failure
+    group: str | None = None
+    name: str | None = None  # default: Hydra's override dirname, or "default"
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TelemetryConfig:
+    """Layer-wise gradient / parameter / activation statistics on log steps only."""
+
+    enabled: bool = True
+    every_n_steps: int | None = None  # None: trainer.log_every_n_steps
+    act_rms: bool = True
+    figures: bool = True
+
+
+@dataclass
+class CallbacksConfig:
+    """Callbacks the run wires in."""
+
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    checkpoint_every_n_steps: int | None = None  # None: every validation
+    progress_refresh_rate: int = 10  # fewer refreshes = fewer host syncs
+    on_nonfinite: str = "stop"  # stop | skip
+
+
+@dataclass
+class SampleConfig:
+    """The short generated sample at the end of training."""
+
+    prompt: str = "def "
+    max_new_tokens: int = 200
+    temperature: float = 0.8
+    top_k: int | None = 50
+    top_p: float | None = None
+
+
+@dataclass
+class TrainConfig:
+    """Root schema of conf/train.yaml."""
+
+    model: GPTConfig = field(default_factory=GPTConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
+    sample: SampleConfig = field(default_factory=SampleConfig)
+    experiment: Any = None  # the name of the experiment preset, set by conf/experiment/*.yaml
+    seed: int = 1337
+    ckpt_path: str | None = None  # resume from this Lightning checkpoint
+    compile: bool = False  # torch.compile the model
+
+
+def register_configs() -> None:
+    """Register the schema so conf/train.yaml can put it first in its defaults list."""
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)

@@ -1,0 +1,1 @@
+"""Data: sources → tokenizer → packed token file → DataModule."""

@@ -1,0 +1,25 @@
+"""User-facing errors: one line, the field, the bad value and what is accepted; exit code 2."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from omegaconf.errors import OmegaConfBaseException
+
+from gptlab.training.checkpoint_io import CheckpointError
+
+USER_ERRORS = (ValueError, FileNotFoundError, ConnectionError, CheckpointError, OmegaConfBaseException)
+EXIT_USAGE = 2
+
+
+def one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return f"error: {text}"
+
+
+def exit_with(err: BaseException) -> None:
+    """Print the error as one line on stderr and exit with code 2."""
+    logging.getLogger("gptlab").debug("user error", exc_info=err)
+    print(one_line(err), file=sys.stderr, flush=True)
+    sys.exit(EXIT_USAGE)

@@ -1,0 +1,1 @@
+"""Training: the LightningModule, optimizer and schedule, strategies, callbacks and the app."""

@@ -1,0 +1,247 @@
+"""The application: compose → validate → prepare data → (start ranks) → instantiate → fit → report."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
+from omegaconf import DictConfig, OmegaConf
+
+from gptlab.config import TrainConfig
+from gptlab.data.datamodule import TokenDataModule
+from gptlab.data.spec import tokenizer_spec
+from gptlab.model import GPTConfig
+from gptlab.training.callbacks.summary import RunSummary
+from gptlab.training.callbacks.throughput import LogStepThroughput
+from gptlab.training.checkpoint_io import AtomicCheckpointIO
+from gptlab.training.launch import LocalWorkers, externally_launched
+from gptlab.training.loggers import build_loggers, finish_wandb
+from gptlab.training.module import GPTLightningModule
+from gptlab.training.strategies import build_strategy
+
+log = logging.getLogger("gptlab")
+
+
+def validate(cfg: DictConfig) -> TrainConfig:
+    """Turn the composed DictConfig into typed dataclasses; GPTConfig validates itself."""
+    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+def resolve_devices(cfg: TrainConfig) -> tuple[str, int]:
+    """The accelerator and the number of local devices, with one clear error for impossible asks."""
+    t = cfg.trainer
+    has_gpu = torch.cuda.is_available()
+    accelerator = t.accelerator if t.accelerator != "auto" else ("gpu" if has_gpu else "cpu")
+    if accelerator not in ("cpu", "gpu", "cuda"):
+        raise ValueError(f"trainer.accelerator={t.accelerator!r} is not accepted; choose auto, cpu or gpu")
+    if accelerator in ("gpu", "cuda") and not has_gpu:
+        raise ValueError("trainer.accelerator=gpu but this machine has no GPU; use trainer.accelerator=cpu")
+    available = torch.cuda.device_count() if accelerator != "cpu" else (os.cpu_count() or 1)
+    if t.devices == "auto" or t.devices == -1:
+        devices = available if accelerator != "cpu" else 1
+    elif isinstance(t.devices, int) and not isinstance(t.devices, bool) and t.devices > 0:
+        devices = t.devices
+    else:
+        raise ValueError(f"trainer.devices={t.devices!r} is not accepted; give a positive integer or auto")
+    if devices > available:
+        what = "GPUs" if accelerator != "cpu" else "CPU cores"
+        hint = "" if accelerator != "cpu" or t.accelerator != "auto" else " (no GPU found)"
+        raise ValueError(
+            f"trainer.devices={devices} but this machine has {available} {what}{hint}; "
+            f"accepted: 1..{available}"
+        )
+    if t.accelerator == "auto" and not has_gpu and devices > 1:
+        raise ValueError(
+            f"trainer.devices={devices} asks for several devices but no GPU was found; to run "
+            f"{devices} CPU processes say so: trainer.accelerator=cpu trainer.devices={devices}"
+        )
+    return ("cpu" if accelerator == "cpu" else "gpu"), devices
+
+
+def resolve_precision(cfg: TrainConfig, accelerator: str) -> str:
+    if cfg.trainer.precision != "auto":
+        return cfg.trainer.precision
+    if accelerator == "gpu" and torch.cuda.is_bf16_supported():
+        return "bf16-mixed"
+    return "32-true"
+
+
+def model_config(cfg: TrainConfig, vocab_size: int) -> GPTConfig:
+    """The model config with the vocabulary grown to the tokenizer's (never shrunk)."""
+    model = cfg.model
+    if model.init_from:
+        from gptlab.export.hf import load_hf
+
+        hf_cfg, _ = load_hf(model.init_from)
+        model = dataclasses.replace(hf_cfg, dropout=model.dropout, init_from=model.init_from)
+    if model.vocab_size < vocab_size:
+        log.info("model.vocab_size %d → %d to fit the tokenizer", model.vocab_size, vocab_size)
+        model = dataclasses.replace(model, vocab_size=vocab_size)
+    return model
+
+
+def run_name(cfg: TrainConfig) -> str:
+    if cfg.logger.name:
+        return cfg.logger.name
+    try:
+        return HydraConfig.get().job.override_dirname or "default"
+    except ValueError:
+        return "default"
+
+
+def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> list[L.Callback]:
+    every = cfg.callbacks.telemetry.every_n_steps or cfg.trainer.log_every_n_steps
+    callbacks: list[L.Callback] = [
+        summary,
+        LogStepThroughput(every=cfg.trainer.log_every_n_steps),
+        ModelCheckpoint(
+            dirpath=run_dir / "checkpoints",
+            filename="best",
+            monitor="val/loss",
+            mode="min",
+            save_top_k=1,
+            save_last=True,
+            every_n_train_steps=cfg.callbacks.checkpoint_every_n_steps,
+            enable_version_counter=False,
+        ),
+        LearningRateMonitor(logging_interval="step"),
+    ]
+    if cfg.trainer.enable_progress_bar:
+        callbacks.append(TQDMProgressBar(refresh_rate=cfg.callbacks.progress_refresh_rate))
+    if cfg.callbacks.telemetry.enabled:
+        from gptlab.training.callbacks.telemetry import LayerTelemetry
+
+        t = cfg.callbacks.telemetry
+        callbacks.append(
+            LayerTelemetry(every=every, act_rms=t.act_rms, figures=t.figures, run_dir=run_dir,
+                           grad_clip=cfg.optim.grad_clip)
+        )
+    return callbacks
+
+
+def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """One training job in this process (and, for several local devices, its worker processes)."""
+    accelerator, devices = resolve_devices(cfg)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    datamodule = TokenDataModule(cfg.data, block_size=cfg.model.block_size, seed=cfg.seed)
+    datamodule.prepare()  # before starting ranks: they find the token file cached
+    model_cfg = model_config(cfg, datamodule.vocab_size)
+
+    workers = None
+    if devices > 1 and not externally_launched():
+        if cfg.trainer.num_nodes > 1:
+            raise ValueError(
+                "trainer.num_nodes>1 needs an external launcher (srun or torchrun); see README, multi-node"
+            )
+        overrides = list(HydraConfig.get().overrides.task)
+        workers = LocalWorkers(devices, str(run_dir), overrides)
+    try:
+        module = GPTLightningModule(
+            model=dataclasses.asdict(model_cfg),
+            optim=dataclasses.asdict(cfg.optim),
+            bytes_per_token=datamodule.bytes_per_token,
+            compile=cfg.compile,
+            fsdp=dataclasses.asdict(cfg.trainer.fsdp) if cfg.trainer.strategy == "fsdp" else None,
+            tokenizer=tokenizer_spec(datamodule.tokenizer),
+        )
+        if model_cfg.init_from:
+            from gptlab.export.hf import init_from_hf
+
+            init_from_hf(module.model, model_cfg.init_from)
+        rank = int(os.environ.get("LOCAL_RANK", 0)) + int(os.environ.get("NODE_RANK", 0)) * devices
+        loggers = build_loggers(
+            cfg.logger, run_dir, run_name(cfg), OmegaConf.to_container(raw, resolve=True), rank
+        )
+        summary = RunSummary(run_dir, extra={"num_params": module.model.num_params(),
+                                             "run_name": run_name(cfg)})
+        trainer = L.Trainer(
+            accelerator=accelerator,
+            devices=devices,
+            num_nodes=cfg.trainer.num_nodes,
+            strategy=build_strategy(cfg.trainer, devices),
+            precision=resolve_precision(cfg, accelerator),
+            max_steps=cfg.trainer.max_steps,
+            val_check_interval=cfg.trainer.val_check_interval,
+            check_val_every_n_epoch=None,
+            limit_val_batches=cfg.trainer.limit_val_batches,
+            log_every_n_steps=cfg.trainer.log_every_n_steps,
+            accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
+            deterministic=cfg.trainer.deterministic,
+            use_distributed_sampler=False,  # the DataModule shards the stream itself
+            enable_progress_bar=cfg.trainer.enable_progress_bar,
+            enable_model_summary=False,
+            logger=loggers or False,
+            callbacks=build_callbacks(cfg, run_dir, summary),
+            plugins=[AtomicCheckpointIO()],
+            default_root_dir=str(run_dir),
+        )
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+        sample = generate_sample(cfg, module, datamodule)
+        result = summary.write(trainer, "finished", sample=sample)
+        if trainer.global_rank == 0:
+            log.info("sample:\n%s", sample)
+            log.info("final val loss %s, best %s; outputs in %s",
+                     result["final_val_loss"], result["best_val_loss"], run_dir)
+        finish_wandb(loggers)
+        if workers is not None:
+            workers.join()
+        return result
+    except BaseException:
+        if workers is not None:
+            workers.kill()
+        raise
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        if workers is not None:
+            LocalWorkers.clear_env()
+
+
+def generate_sample(cfg: TrainConfig, module: GPTLightningModule, datamodule: TokenDataModule) -> str:
+    """A short sample from the trained model (every rank computes it: FSDP needs all of them)."""
+    from gptlab.generation import sample_tokens
+
+    s = cfg.sample
+    if s.max_new_tokens <= 0:
+        return ""
+    tok = datamodule.tokenizer
+    prompt = list(tok.encode(s.prompt))
+    gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
+    model = module.model
+    if module.device.type != "cpu":
+        gen = torch.Generator(device=module.device).manual_seed(cfg.seed)
+    ids = list(sample_tokens(model, prompt, s.max_new_tokens, s.temperature, s.top_k, s.top_p, gen))
+    return tok.decode(prompt + ids)
+
+
+def run_job(raw: DictConfig) -> float:
+    """Hydra's task function; returns the best validation loss (what a sweeper minimises)."""
+    from gptlab.errors import USER_ERRORS, exit_with, one_line
+
+    # Lightning adds its own console handler; let its records go through Hydra's (console + file) once
+    logging.getLogger("lightning.pytorch").handlers.clear()
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    try:
+        cfg = validate(raw)
+        result = train(cfg, raw, run_dir)
+        best = result.get("best_val_loss")
+        return float(best) if best is not None else math.nan
+    except USER_ERRORS as err:
+        if not multirun:
+            exit_with(err)
+        log.error(one_line(err))
+        RunSummary(run_dir).path.write_text(
+            '{"status": "failed", "error": %s}\n' % __import__("json").dumps(one_line(err))
+        )
+        return math.nan

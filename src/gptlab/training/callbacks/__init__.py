@@ -1,0 +1,1 @@
+"""Callbacks with one job each: throughput, run summary (metrics.json), telemetry."""

@@ -1,0 +1,98 @@
+"""The LightningModule: next-token loss, metrics, AdamW + schedule, and clipping that is right on DTensors."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from gptlab.config import OptimConfig
+from gptlab.model import GPT, GPTConfig
+from gptlab.training.optim import build_adamw, lr_factor
+
+
+class GPTLightningModule(L.LightningModule):
+    """Wraps GPT for training; hyper-parameters are plain dicts so checkpoints load with weights_only."""
+
+    def __init__(
+        self,
+        model: dict[str, Any],
+        optim: dict[str, Any],
+        bytes_per_token: float = 1.0,
+        compile: bool = False,
+        fsdp: dict[str, Any] | None = None,
+        tokenizer: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.model_cfg = GPTConfig.from_dict(dict(model))
+        self.optim_cfg = OptimConfig(**optim)
+        self.model = GPT(self.model_cfg)
+        self.bytes_per_token = bytes_per_token
+        self._val_losses: list[torch.Tensor] = []
+        self.last_grad_norm: torch.Tensor | None = None  # pre-clip global norm of the last step
+
+    def configure_model(self) -> None:
+        """Apply FSDP2 sharding (trainer.strategy=fsdp) and torch.compile, outside the model code."""
+        from gptlab.training.strategies import parallelize
+
+        parallelize(self, self.hparams.get("fsdp"), compile_model=bool(self.hparams.get("compile")))
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.model(idx)
+
+    def _loss(self, batch: torch.Tensor) -> torch.Tensor:
+        x, y = batch[:, :-1], batch[:, 1:]
+        logits = self.model(x)
+        return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
+
+    def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
+        loss = self._loss(batch)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def on_train_batch_end(self, outputs: Any, batch: torch.Tensor, batch_idx: int) -> None:
+        trainer = self.trainer
+        tokens = (
+            (trainer.global_step)
+            * trainer.accumulate_grad_batches
+            * batch.shape[0]
+            * (batch.shape[1] - 1)
+            * trainer.world_size
+        )
+        self.log("tokens_seen", float(tokens))
+        self.log("lr", self.lr_schedulers().get_last_lr()[0])
+
+    def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
+        self._val_losses.append(self._loss(batch).detach())
+
+    def on_validation_epoch_end(self) -> None:
+        if not self._val_losses:
+            return
+        loss = torch.stack(self._val_losses).mean()
+        self._val_losses.clear()
+        loss = self.trainer.strategy.reduce(loss, reduce_op="mean")
+        self.log("val/loss", loss, prog_bar=True)
+        self.log("val/ppl", torch.exp(loss))
+        self.log("val/bpb", loss / math.log(2) / self.bytes_per_token)
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        opt = build_adamw(self.model, self.optim_cfg, self.device.type)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            opt, lr_factor(self.optim_cfg, self.trainer.max_steps)
+        )
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, *args: Any, **kw: Any) -> None:
+        """Clip by the global norm: under FSDP2 the total is a partial DTensor, so take the full value."""
+        if self.optim_cfg.grad_clip <= 0:
+            return
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=True)
+        if hasattr(total, "full_tensor"):
+            total = total.full_tensor()
+        torch.nn.utils.clip_grads_with_norm_(grads, self.optim_cfg.grad_clip, total, foreach=True)
+        self.last_grad_norm = total
