@@ -74,10 +74,11 @@ class GPTLightningModule(L.LightningModule):
             return
         loss = torch.stack(self._val_losses).mean()
         self._val_losses.clear()
-        loss = self.trainer.strategy.reduce(loss, reduce_op="mean")
-        self.log("val/loss", loss, prog_bar=True)
-        self.log("val/ppl", torch.exp(loss))
-        self.log("val/bpb", loss / math.log(2) / self.bytes_per_token)
+        loss = self.trainer.strategy.reduce(loss, reduce_op="mean")  # equal shards: mean of means
+        # already reduced; sync_dist only silences Lightning's warning (a mean of equal values)
+        self.log("val/loss", loss, prog_bar=True, sync_dist=True)
+        self.log("val/ppl", torch.exp(loss), sync_dist=True)
+        self.log("val/bpb", loss / math.log(2) / self.bytes_per_token, sync_dist=True)
 
     def configure_optimizers(self) -> dict[str, Any]:
         opt = build_adamw(self.model, self.optim_cfg, self.device.type)
