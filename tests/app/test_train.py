@@ -1,0 +1,92 @@
+"""`python train.py` end to end on the embedded corpus: learns, checkpoints, resumes, DDP, multirun."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import TINY, column, read_csv_metrics, run_script
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One short single-process run shared by the tests below."""
+    base = tmp_path_factory.mktemp("train")
+    run_dir = base / "run"
+    proc = run_script(
+        "train.py", *TINY, "trainer.max_steps=30", "trainer.val_check_interval=10",
+        "optim.lr=3e-3", "optim.warmup_steps=5",
+        f"hydra.run.dir={run_dir}", f"data.cache_dir={base / 'cache'}",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return run_dir
+
+
+@pytest.mark.slow
+def test_short_run_lowers_validation_loss(trained: Path) -> None:
+    val = column(read_csv_metrics(trained), "val/loss")
+    assert [s for s, _ in val] == [9, 19, 29]
+    assert val[-1][1] < val[0][1] - 0.1, val
+
+
+@pytest.mark.slow
+def test_run_dir_has_checkpoints_summary_sample_and_config(trained: Path) -> None:
+    assert (trained / "checkpoints" / "last.ckpt").is_file()
+    assert (trained / "checkpoints" / "best.ckpt").is_file()
+    assert (trained / ".hydra" / "config.yaml").is_file()
+    summary = json.loads((trained / "metrics.json").read_text())
+    assert summary["status"] == "finished" and summary["steps"] == 30
+    assert summary["sample"].startswith("def ") and len(summary["sample"]) > len("def ")
+    ckpt = torch.load(trained / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["global_step"] == 30
+    assert ckpt["hyper_parameters"]["model"]["n_layer"] == 2
+
+
+@pytest.mark.slow
+def test_resume_continues_the_step_count(trained: Path, tmp_path: Path) -> None:
+    resumed = tmp_path / "resumed"
+    proc = run_script(
+        "train.py", *TINY, "trainer.max_steps=36", "trainer.val_check_interval=10",
+        "optim.lr=3e-3", "optim.warmup_steps=5",
+        f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}",
+        f"hydra.run.dir={resumed}", f"data.cache_dir={trained.parent / 'cache'}",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = [s for s, _ in column(read_csv_metrics(resumed), "train/loss")]
+    assert steps and min(steps) >= 30 and max(steps) == 35
+    assert json.loads((resumed / "metrics.json").read_text())["steps"] == 36
+
+
+@pytest.mark.slow
+@pytest.mark.multiproc
+def test_two_process_ddp_on_cpu(tmp_path: Path) -> None:
+    run_dir = tmp_path / "ddp"
+    proc = run_script(
+        "train.py", *TINY, "trainer.accelerator=cpu", "trainer.devices=2", "trainer.max_steps=6",
+        "trainer.val_check_interval=3", f"hydra.run.dir={run_dir}", f"data.cache_dir={tmp_path / 'cache'}",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Starting with 2 processes" in proc.stdout + proc.stderr
+    assert json.loads((run_dir / "metrics.json").read_text())["steps"] == 6
+    assert (run_dir / "train_rank_1.log").exists()  # rank 1 ran in this run's directory
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.slow
+def test_two_job_multirun(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = run_script(
+        "train.py", "-m", *TINY, "model.n_layer=1,2", "trainer.max_steps=3", "trainer.val_check_interval=3",
+        f"hydra.sweep.dir={sweep}", f"data.cache_dir={tmp_path / 'cache'}", cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    assert jobs == ["0", "1"]
+    for job, n_layer in (("0", 1), ("1", 2)):
+        summary = json.loads((sweep / job / "metrics.json").read_text())
+        assert summary["status"] == "finished" and summary["steps"] == 3
+        assert f"model.n_layer={n_layer}" in summary["run_name"]
+    assert not (tmp_path / "outputs").exists()

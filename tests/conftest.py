@@ -1,0 +1,53 @@
+"""Shared test helpers: run the real entry points as a user would, tiny and fast."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = [
+    "model.n_layer=2",
+    "model.n_embd=64",
+    "model.n_head=4",
+    "model.block_size=64",
+    "data.batch_size=8",
+    "data.max_bytes=400000",
+    "trainer.limit_val_batches=2",
+    "trainer.log_every_n_steps=1",
+    "trainer.enable_progress_bar=false",
+    "sample.max_new_tokens=8",
+    "logger=csv",
+]
+
+
+def run_script(script: str, *args: str, cwd: Path | None = None, timeout: int = 300,
+               env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a repo script with this interpreter; output captured as text."""
+    full_env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
+    full_env.pop("LOCAL_RANK", None)
+    return subprocess.run(
+        [sys.executable, str(REPO / script), *args],
+        cwd=cwd or REPO, capture_output=True, text=True, timeout=timeout, env=full_env,
+    )
+
+
+def read_csv_metrics(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "csv" / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def column(rows: list[dict[str, str]], name: str) -> list[tuple[int, float]]:
+    """(step, value) pairs of one metric, in file order."""
+    return [(int(r["step"]), float(r[name])) for r in rows if r.get(name)]
+
+
+@pytest.fixture
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One token cache per test session: tokenizing once is enough."""
+    return tmp_path_factory.getbasetemp() / "token-cache"
