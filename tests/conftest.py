@@ -26,14 +26,19 @@ TINY = [
 ]
 
 
-def run_script(script: str, *args: str, cwd: Path | None = None, timeout: int = 300,
-               env: dict | None = None) -> subprocess.CompletedProcess:
+def run_script(
+    script: str, *args: str, cwd: Path | None = None, timeout: int = 300, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Run a repo script with this interpreter; output captured as text."""
     full_env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
     full_env.pop("LOCAL_RANK", None)
     return subprocess.run(
         [sys.executable, str(REPO / script), *args],
-        cwd=cwd or REPO, capture_output=True, text=True, timeout=timeout, env=full_env,
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
     )
 
 

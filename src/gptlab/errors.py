@@ -9,7 +9,13 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gptlab.training.checkpoint_io import CheckpointError
 
-USER_ERRORS = (ValueError, FileNotFoundError, ConnectionError, CheckpointError, OmegaConfBaseException)
+USER_ERRORS = (
+    ValueError,
+    FileNotFoundError,
+    ConnectionError,
+    CheckpointError,
+    OmegaConfBaseException,
+)
 EXIT_USAGE = 2
 
 

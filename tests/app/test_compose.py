@@ -26,8 +26,16 @@ def _compose(*overrides: str) -> TrainConfig:
 
 
 def test_the_issue_presets_exist() -> None:
-    wanted = {"pre_rmsnorm_swiglu", "pre_layernorm_gelu", "post_layernorm_gelu", "post_rmsnorm_swiglu",
-              "sandwich_rmsnorm_swiglu", "deepnorm_layernorm_gelu", "gpt2", "llama_125m"}
+    wanted = {
+        "pre_rmsnorm_swiglu",
+        "pre_layernorm_gelu",
+        "post_layernorm_gelu",
+        "post_rmsnorm_swiglu",
+        "sandwich_rmsnorm_swiglu",
+        "deepnorm_layernorm_gelu",
+        "gpt2",
+        "llama_125m",
+    }
     assert wanted <= set(PRESETS)
 
 
@@ -49,14 +57,21 @@ def test_default_is_pre_rmsnorm_swiglu_tied() -> None:
 def test_gpt2_preset_shape() -> None:
     m = _compose("model=gpt2").model
     assert (m.n_layer, m.n_head, m.n_embd, m.block_size, m.vocab_size) == (12, 12, 768, 1024, 50257)
-    assert (m.pos_emb, m.norm, m.ffn, m.bias, m.tie_embeddings) == ("learned", "layernorm", "gelu_tanh", True, True)
+    assert (m.pos_emb, m.norm, m.ffn, m.bias, m.tie_embeddings) == (
+        "learned",
+        "layernorm",
+        "gelu_tanh",
+        True,
+        True,
+    )
     with torch.device("meta"):
         n = GPT(m).num_params()
     assert 124e6 < n < 125e6  # GPT-2 small: 124M with tied embeddings
 
 
 @pytest.mark.parametrize(
-    "placement,ffn,tying", list(itertools.product(["pre", "post"], ["swiglu", "gelu"], ["tied", "untied"]))
+    "placement,ffn,tying",
+    list(itertools.product(["pre", "post"], ["swiglu", "gelu"], ["tied", "untied"])),
 )
 def test_the_eight_group_combinations(placement: str, ffn: str, tying: str) -> None:
     m = _compose(f"model/placement={placement}", f"model/ffn={ffn}", f"model/tying={tying}").model
@@ -66,7 +81,12 @@ def test_the_eight_group_combinations(placement: str, ffn: str, tying: str) -> N
 
 def test_group_switch_on_another_preset_keeps_its_other_choices() -> None:
     m = _compose("model=post_layernorm_gelu", "model/placement=deepnorm").model
-    assert (m.norm_placement, m.norm, m.ffn, m.depth_scaled_init) == ("deepnorm", "layernorm", "gelu", "none")
+    assert (m.norm_placement, m.norm, m.ffn, m.depth_scaled_init) == (
+        "deepnorm",
+        "layernorm",
+        "gelu",
+        "none",
+    )
 
 
 def test_direct_field_overrides() -> None:
@@ -75,7 +95,8 @@ def test_direct_field_overrides() -> None:
 
 
 @pytest.mark.parametrize(
-    "override", ["model.n_layr=3", "model.n_layer=abc", "trainer.devces=2", "model=nonexistent_preset"]
+    "override",
+    ["model.n_layr=3", "model.n_layer=abc", "trainer.devces=2", "model=nonexistent_preset"],
 )
 def test_unknown_key_wrong_type_or_preset_fail_at_compose(override: str) -> None:
     with pytest.raises(ConfigCompositionException):

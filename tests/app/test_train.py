@@ -17,9 +17,14 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("train")
     run_dir = base / "run"
     proc = run_script(
-        "train.py", *TINY, "trainer.max_steps=30", "trainer.val_check_interval=10",
-        "optim.lr=3e-3", "optim.warmup_steps=5",
-        f"hydra.run.dir={run_dir}", f"data.cache_dir={base / 'cache'}",
+        "train.py",
+        *TINY,
+        "trainer.max_steps=30",
+        "trainer.val_check_interval=10",
+        "optim.lr=3e-3",
+        "optim.warmup_steps=5",
+        f"hydra.run.dir={run_dir}",
+        f"data.cache_dir={base / 'cache'}",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return run_dir
@@ -49,10 +54,15 @@ def test_run_dir_has_checkpoints_summary_sample_and_config(trained: Path) -> Non
 def test_resume_continues_the_step_count(trained: Path, tmp_path: Path) -> None:
     resumed = tmp_path / "resumed"
     proc = run_script(
-        "train.py", *TINY, "trainer.max_steps=36", "trainer.val_check_interval=10",
-        "optim.lr=3e-3", "optim.warmup_steps=5",
+        "train.py",
+        *TINY,
+        "trainer.max_steps=36",
+        "trainer.val_check_interval=10",
+        "optim.lr=3e-3",
+        "optim.warmup_steps=5",
         f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}",
-        f"hydra.run.dir={resumed}", f"data.cache_dir={trained.parent / 'cache'}",
+        f"hydra.run.dir={resumed}",
+        f"data.cache_dir={trained.parent / 'cache'}",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     steps = [s for s, _ in column(read_csv_metrics(resumed), "train/loss")]
@@ -65,8 +75,14 @@ def test_resume_continues_the_step_count(trained: Path, tmp_path: Path) -> None:
 def test_two_process_ddp_on_cpu(tmp_path: Path) -> None:
     run_dir = tmp_path / "ddp"
     proc = run_script(
-        "train.py", *TINY, "trainer.accelerator=cpu", "trainer.devices=2", "trainer.max_steps=6",
-        "trainer.val_check_interval=3", f"hydra.run.dir={run_dir}", f"data.cache_dir={tmp_path / 'cache'}",
+        "train.py",
+        *TINY,
+        "trainer.accelerator=cpu",
+        "trainer.devices=2",
+        "trainer.max_steps=6",
+        "trainer.val_check_interval=3",
+        f"hydra.run.dir={run_dir}",
+        f"data.cache_dir={tmp_path / 'cache'}",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Starting with 2 processes" in proc.stdout + proc.stderr
@@ -79,8 +95,15 @@ def test_two_process_ddp_on_cpu(tmp_path: Path) -> None:
 def test_two_job_multirun(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     proc = run_script(
-        "train.py", "-m", *TINY, "model.n_layer=1,2", "trainer.max_steps=3", "trainer.val_check_interval=3",
-        f"hydra.sweep.dir={sweep}", f"data.cache_dir={tmp_path / 'cache'}", cwd=tmp_path,
+        "train.py",
+        "-m",
+        *TINY,
+        "model.n_layer=1,2",
+        "trainer.max_steps=3",
+        "trainer.val_check_interval=3",
+        f"hydra.sweep.dir={sweep}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())

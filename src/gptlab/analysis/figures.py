@@ -23,9 +23,7 @@ def grad_heatmap(
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(matrix) + 2))
     finite = [v for row in matrix for v in row if v > 0 and math.isfinite(v)]
     norm = LogNorm(vmin=min(finite), vmax=max(finite)) if finite else None
-    im = ax.imshow(
-        matrix, aspect="auto", origin="lower", norm=norm, cmap="viridis", interpolation="nearest"
-    )
+    im = ax.imshow(matrix, aspect="auto", origin="lower", norm=norm, cmap="viridis", interpolation="nearest")
     ax.set_xlabel("step")
     ax.set_ylabel("block")
     ticks = list(range(0, len(steps), max(1, len(steps) // 8)))
@@ -50,9 +48,7 @@ def depth_profile(
     fig, ax = plt.subplots(figsize=(6, 4))
     cols = sorted({round(k * (len(steps) - 1) / max(1, n_curves - 1)) for k in range(n_curves)})
     for c in cols:
-        ax.plot(
-            range(len(matrix)), [row[c] for row in matrix], marker="o", label=f"step {steps[c]}"
-        )
+        ax.plot(range(len(matrix)), [row[c] for row in matrix], marker="o", label=f"step {steps[c]}")
     ax.set_yscale("log")
     ax.set_xlabel("block index (input → output)")
     ax.set_ylabel("L2 norm")

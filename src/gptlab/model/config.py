@@ -62,7 +62,11 @@ class GPTConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"model.{name}={value!r} must be a positive integer")
         if self.ffn_hidden is not None:
-            if isinstance(self.ffn_hidden, bool) or not isinstance(self.ffn_hidden, int) or self.ffn_hidden <= 0:
+            if (
+                isinstance(self.ffn_hidden, bool)
+                or not isinstance(self.ffn_hidden, int)
+                or self.ffn_hidden <= 0
+            ):
                 raise ValueError(
                     f"model.ffn_hidden={self.ffn_hidden!r} must be a positive integer or null "
                     "(null = 4·d ungated, 8/3·d gated)"
@@ -84,8 +88,10 @@ class GPTConfig:
                 f"model.pos_emb='rope' needs an even head dimension, got n_embd/n_head={self.head_dim}; "
                 "change n_embd or n_head, or use pos_emb=learned"
             )
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, int | float) or not (
-            0.0 <= self.dropout < 1.0
+        if (
+            isinstance(self.dropout, bool)
+            or not isinstance(self.dropout, int | float)
+            or not (0.0 <= self.dropout < 1.0)
         ):
             raise ValueError(f"model.dropout={self.dropout!r} must be in [0, 1)")
         if isinstance(self.init_std, str):

@@ -28,5 +28,8 @@ class ExitNonZeroOnFailedJobs(Callback):
             if status.get("status") == "failed":
                 failed.append(f"{metrics.parent.name}: {status.get('error')}")
         if failed:
-            print(f"{len(failed)} job(s) of the sweep failed:\n  " + "\n  ".join(failed), file=sys.stderr)
+            print(
+                f"{len(failed)} job(s) of the sweep failed:\n  " + "\n  ".join(failed),
+                file=sys.stderr,
+            )
             sys.exit(2)

@@ -64,7 +64,10 @@ def build_loggers(
                     return loggers
                 except Exception as err2:  # noqa: BLE001
                     err = err2
-            log.warning("wandb could not start (%s); metrics go to the CSV log only", str(err).splitlines()[0])
+            log.warning(
+                "wandb could not start (%s); metrics go to the CSV log only",
+                str(err).splitlines()[0],
+            )
             if not cfg.csv:
                 loggers.append(CSVLogger(save_dir=str(run_dir), name="csv", version=""))
     return loggers

@@ -30,7 +30,9 @@ class RunSummary(L.Callback):
         self.diverged = False
         self._start = time.time()
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
         if trainer.global_step % max(1, trainer.log_every_n_steps) != 0:
             return
         loss = _scalar(trainer.callback_metrics.get("train/loss"))

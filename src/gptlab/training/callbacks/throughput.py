@@ -42,7 +42,12 @@ class LogStepThroughput(L.Callback):
         self._peak = peak_flops(pl_module.device)
 
     def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
     ) -> None:
         step = trainer.global_step
         if step % self.every != 0 or step == self._step0:
