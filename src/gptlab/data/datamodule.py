@@ -1,0 +1,323 @@
+"""TokenDataModule: windows of the packed token files, in a resumable, DDP-exact order.
+
+The training order is one global stream of window indices: pass p is `randperm(n_windows)` seeded
+with `seed + p`, stream position g holds window `perm_{g // n}[g % n]`. Rank r of W takes the
+positions with g % W == r, so the ranks of one micro-step together read exactly what a single
+process with batch b·W would. Iteration starts at `global_step · accumulate_grad_batches · b · W`,
+read from the (restored) trainer when the loader is iterated, so a resumed run continues the stream
+where the checkpoint left it. The Trainer must run with `use_distributed_sampler=False`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from gptlab.data.config import DataConfig
+from gptlab.data.packing import PackedData, prepare_tokens
+from gptlab.data.tokenizers import Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+class TokenWindows(Dataset):
+    """Window k = tokens[k·block_size : k·block_size + block_size + 1] of one split's token file."""
+
+    def __init__(self, packed: PackedData, split: str, block_size: int) -> None:
+        self.path = packed.path(split)
+        self.dtype = packed.dtype
+        self.split = split
+        self.block_size = block_size
+        n_tokens = int(packed.meta["n_tokens"][split])
+        if n_tokens < block_size + 1:
+            raise ValueError(
+                f"data: the {split} split has {n_tokens} tokens, fewer than block_size+1="
+                f"{block_size + 1}; use a larger corpus (data.path / data.max_bytes), a smaller "
+                "block_size, or a different data.val_fraction"
+            )
+        self.n_tokens = n_tokens
+        self._tokens: np.memmap | None = None
+        self._pid: int | None = None
+
+    def __len__(self) -> int:
+        return (self.n_tokens - 1) // self.block_size
+
+    def tokens(self) -> np.memmap:
+        """The memmap, opened lazily once per process (DataLoader workers each open their own)."""
+        if self._tokens is None or self._pid != os.getpid():
+            self._tokens = np.memmap(self.path, dtype=self.dtype, mode="r")
+            self._pid = os.getpid()
+        return self._tokens
+
+    def __getitem__(self, k: int) -> np.ndarray:
+        if not 0 <= k < len(self):
+            raise IndexError(f"window {k} out of range for {len(self)} {self.split} windows")
+        start = k * self.block_size
+        return np.asarray(self.tokens()[start : start + self.block_size + 1])
+
+    def __getitems__(self, ks: list[int]) -> list[np.ndarray]:
+        return [self[k] for k in ks]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_tokens"] = None  # never pickle a memmap into worker processes
+        return state
+
+
+def collate_windows(windows: list[np.ndarray]) -> torch.Tensor:
+    """Stack windows into a LongTensor (B, block_size+1); the model splits x=[:, :-1], y=[:, 1:]."""
+    return torch.from_numpy(np.stack(windows).astype(np.int64))
+
+
+class StreamBatchSampler(Sampler[list[int]]):
+    """This rank's micro-batches of the seeded global window stream, from a resumable position."""
+
+    def __init__(
+        self,
+        n_windows: int,
+        batch_size: int,
+        seed: int,
+        epoch_batches: int,
+        start: int | Callable[[], int] = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} must be in 0..world_size-1 (world_size={world_size})")
+        if n_windows < 1 or batch_size < 1 or epoch_batches < 1:
+            raise ValueError(
+                f"n_windows={n_windows}, batch_size={batch_size} and "
+                f"epoch_batches={epoch_batches} must all be >= 1"
+            )
+        self.n_windows = n_windows
+        self.batch_size = batch_size
+        self.seed = seed
+        self.epoch_batches = epoch_batches
+        self.start = start
+        self.rank = rank
+        self.world_size = world_size
+        self._perm_pass = -1
+        self._perm = torch.empty(0, dtype=torch.long)
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per micro-step over all ranks."""
+        return self.batch_size * self.world_size
+
+    def start_position(self) -> int:
+        """Stream position where iteration begins (read now: the trainer may have been restored)."""
+        start = self.start() if callable(self.start) else self.start
+        if start < 0 or start % self.global_batch:
+            raise ValueError(f"start={start} must be a non-negative multiple of {self.global_batch}")
+        return start
+
+    def window_at(self, g: int) -> int:
+        """Window index at global stream position g."""
+        p, i = divmod(g, self.n_windows)
+        if p != self._perm_pass:
+            gen = torch.Generator().manual_seed(self.seed + p)
+            self._perm = torch.randperm(self.n_windows, generator=gen)
+            self._perm_pass = p
+        return int(self._perm[i])
+
+    def remaining(self, start: int) -> int:
+        """Micro-batches left in the epoch that contains stream position start."""
+        return self.epoch_batches - (start // self.global_batch) % self.epoch_batches
+
+    def __len__(self) -> int:
+        # The whole epoch, not what is left: Lightning restores its in-epoch batch counter on resume
+        # and ends the epoch when that counter reaches len(dataloader).
+        return self.epoch_batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        start = self.start_position()
+        for j in range(self.remaining(start)):
+            first = start + j * self.global_batch
+            yield [
+                self.window_at(g)
+                for g in range(first + self.rank, first + self.global_batch, self.world_size)
+            ]
+
+
+class StridedSampler(Sampler[int]):
+    """Windows rank, rank+W, rank+2W, … in order: a deterministic shard of the val split."""
+
+    def __init__(self, n: int, rank: int = 0, world_size: int = 1) -> None:
+        self.indices = range(rank, n, world_size)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices)
+
+
+class ResumableDataLoader(DataLoader):
+    """A DataLoader whose position is trainer.global_step; the state hooks tell Lightning so."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Nothing to save: the sampler derives its position from the restored global step."""
+        return {"position": "trainer.global_step"}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to restore (see state_dict)."""
+
+
+class TokenDataModule(L.LightningDataModule):
+    """Packed-token windows for training and validation, built from a DataConfig."""
+
+    def __init__(self, cfg: DataConfig, block_size: int, seed: int) -> None:
+        super().__init__()
+        if block_size < 1:
+            raise ValueError(f"block_size={block_size!r} must be >= 1")
+        if cfg.batch_size < 1:
+            raise ValueError(f"data.batch_size={cfg.batch_size!r} must be >= 1")
+        if cfg.num_workers < 0:
+            raise ValueError(f"data.num_workers={cfg.num_workers!r} must be >= 0")
+        self.cfg = cfg
+        self.block_size = block_size
+        self.seed = seed
+        self.packed: PackedData | None = None
+        self.tokenizer: Tokenizer | None = None
+        self.vocab_size: int | None = None
+        self.bytes_per_token: float | None = None
+        self.meta: dict[str, Any] | None = None
+        self._datasets: dict[str, TokenWindows] = {}
+
+    def prepare(self) -> PackedData:
+        """Pack (or find cached) tokens and expose tokenizer, vocab_size, bytes_per_token, meta."""
+        if self.packed is None:
+            self.packed = prepare_tokens(self.cfg)
+            self.tokenizer = self.packed.tokenizer
+            self.meta = self.packed.meta
+            self.vocab_size = int(self.meta["vocab_size"])
+            self.bytes_per_token = float(self.meta["bytes_per_token"])
+        return self.packed
+
+    def prepare_data(self) -> None:
+        """Lightning hook (once per node): tokenize before the ranks read."""
+        self.prepare()
+
+    def setup(self, stage: str | None = None) -> None:
+        """Lightning hook (every rank): open the stage's splits, failing early if too short."""
+        self.prepare()
+        if stage in (None, "fit"):
+            self.dataset("train")
+        if stage in (None, "fit", "validate"):
+            self.dataset("val")
+
+    def dataset(self, split: str) -> TokenWindows:
+        """The windows of a split ("train" or "val")."""
+        if split not in self._datasets:
+            self._datasets[split] = TokenWindows(self.prepare(), split, self.block_size)
+        return self._datasets[split]
+
+    def _dist(self) -> tuple[int, int]:
+        trainer = self.trainer
+        if trainer is None:
+            return 0, 1
+        return int(trainer.global_rank), int(trainer.world_size)
+
+    def _check_sampler_setting(self) -> None:
+        connector = getattr(self.trainer, "_accelerator_connector", None)
+        if connector is not None and connector.use_distributed_sampler and connector.is_distributed:
+            raise ValueError(
+                "trainer.use_distributed_sampler=True would replace TokenDataModule's sharded "
+                "sampler; accepted: use_distributed_sampler=False (the data module shards by rank)"
+            )
+
+    def _epoch_batches(self, n_windows: int, global_batch: int, accumulate: int) -> int:
+        trainer = self.trainer
+        if trainer is not None and trainer.max_steps is not None and trainer.max_steps > 0:
+            return trainer.max_steps * accumulate  # the whole run is one epoch
+        per_pass = (n_windows // global_batch) // accumulate * accumulate
+        if per_pass < 1:
+            raise ValueError(
+                f"data: the train split has {n_windows} windows, fewer than one optimizer step "
+                "needs (batch_size·world_size·accumulate_grad_batches = "
+                f"{global_batch * accumulate})"
+            )
+        return per_pass
+
+    def train_sampler(self) -> StreamBatchSampler:
+        """This rank's sampler, positioned from the trainer's global step (0 without a trainer)."""
+        train = self.dataset("train")
+        rank, world = self._dist()
+        trainer = self.trainer
+        accumulate = int(trainer.accumulate_grad_batches) if trainer is not None else 1
+        global_batch = self.cfg.batch_size * world
+
+        def start() -> int:
+            return int(trainer.global_step) * accumulate * global_batch if trainer else 0
+
+        return StreamBatchSampler(
+            n_windows=len(train),
+            batch_size=self.cfg.batch_size,
+            seed=self.seed,
+            epoch_batches=self._epoch_batches(len(train), global_batch, accumulate),
+            start=start,
+            rank=rank,
+            world_size=world,
+        )
+
+    def _loader(self, dataset: TokenWindows, **kwargs: Any) -> DataLoader:
+        workers = self.cfg.num_workers
+        return ResumableDataLoader(
+            dataset,
+            collate_fn=collate_windows,
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            pin_memory=torch.cuda.is_available(),
+            **kwargs,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        """Training batches (B, block_size+1) following the global stream from the current step."""
+        self._check_sampler_setting()
+        return self._loader(self.dataset("train"), batch_sampler=self.train_sampler())
+
+    def val_dataloader(self) -> DataLoader:
+        """Validation batches: every val window once, in order, sharded by rank."""
+        val = self.dataset("val")
+        rank, world = self._dist()
+        return self._loader(
+            val, batch_size=self.cfg.batch_size, sampler=StridedSampler(len(val), rank, world)
+        )
+
+    def decode(self, ids: Iterable[int] | torch.Tensor) -> str:
+        """Text of token ids (generation samples)."""
+        self.prepare()
+        assert self.tokenizer is not None
+        if isinstance(ids, torch.Tensor):
+            ids = ids.flatten().tolist()
+        return self.tokenizer.decode(ids)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Saved in checkpoints so a resumed run can tell whether its data changed."""
+        meta = self.prepare().meta
+        return {
+            "fingerprint": meta["fingerprint"],
+            "tokenizer": meta["tokenizer"],
+            "vocab_size": meta["vocab_size"],
+            "n_tokens": meta["n_tokens"],
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Warn when the checkpoint was trained on other data: the resumed stream then differs."""
+        saved = state_dict.get("fingerprint")
+        current = self.prepare().meta["fingerprint"]
+        if saved != current:
+            log.warning(
+                "checkpoint data fingerprint %s differs from the current data %s (%s): "
+                "the resumed run reads a different token stream",
+                saved,
+                current,
+                self.prepare().directory,
+            )

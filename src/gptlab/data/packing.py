@@ -1,0 +1,285 @@
+"""Tokenize documents once into flat train/val token files, cached by fingerprint and shared safely.
+
+Cache location: `data.cache_dir`, resolved by `sources.resolve_path`: an absolute path is used as
+is; a relative one is taken against the original working directory (Hydra's when Hydra is
+initialised, else the process's cwd). Layout:
+`<cache_dir>/<fingerprint>/{train.bin,val.bin,meta.json,tokenizer.json,tokenizer_config.json}`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gptlab.data.config import DataConfig
+from gptlab.data.sources import load_documents, resolve_path, source_fingerprint, stable_hash
+from gptlab.data.tokenizers import Tokenizer, build_tokenizer, load_tokenizer, tokenizer_identity
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1  # bump when the file layout or split rule changes: old caches are then ignored
+SPLITS = ("train", "val")
+_MAP_BATCH = 512  # documents per tokenizer call
+_WRITE_CHUNK = 8192  # documents per write
+# Below this much text a process pool costs more than it saves: on 2 cores a 64 MB corpus packed in
+# 1.4 s in-process vs 1.7 s with 2 processes (byte), and BPE already runs on all cores in Rust.
+PARALLEL_MIN_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class PackedData:
+    """Where the packed token files are, what is in them, and the tokenizer that made them."""
+
+    directory: Path
+    meta: dict[str, Any]
+    tokenizer: Tokenizer
+
+    def path(self, split: str) -> Path:
+        """The flat token file of a split ("train" or "val")."""
+        if split not in SPLITS:
+            raise ValueError(f"split={split!r} is not accepted; choose one of {SPLITS}")
+        return self.directory / f"{split}.bin"
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The token files' element type."""
+        return np.dtype(self.meta["dtype"])
+
+    def tokens(self, split: str) -> np.memmap:
+        """The split's tokens, memory-mapped read-only."""
+        return np.memmap(self.path(split), dtype=self.dtype, mode="r")
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """Smallest file dtype for the vocabulary: uint16 up to 65535 ids, else uint32."""
+    return np.dtype(np.uint16 if vocab_size <= 65535 else np.uint32)
+
+
+def val_period(val_fraction: float) -> int:
+    """Document i goes to val iff i % val_period == 0."""
+    if not isinstance(val_fraction, int | float) or not 0 < val_fraction <= 0.5:
+        raise ValueError(f"data.val_fraction={val_fraction!r} must be in (0, 0.5]")
+    return max(2, round(1 / val_fraction))
+
+
+def val_mask(n_docs: int, val_fraction: float) -> np.ndarray:
+    """Deterministic document-level split: True where the document is held out for validation."""
+    mask = np.arange(n_docs) % val_period(val_fraction) == 0
+    if n_docs and not mask.any():  # cannot happen with the rule above; kept as the contract says
+        mask[-1] = True
+    return mask
+
+
+def packed_fingerprint(cfg: DataConfig) -> tuple[str, str]:
+    """(packed-data fingerprint, source fingerprint), computed from metadata only."""
+    val_period(cfg.val_fraction)
+    source_fp = source_fingerprint(cfg)
+    parts = {
+        "format": FORMAT_VERSION,
+        "source": source_fp,
+        "tokenizer": tokenizer_identity(cfg, source_fp),
+        "val_fraction": cfg.val_fraction,
+        "max_bytes": cfg.max_bytes,
+    }
+    return stable_hash(parts), source_fp
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Exclusive inter-process lock (DDP ranks, parallel sweeps) held while the block runs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class _Encoder:
+    """Picklable batched map function: arrow text in, token lists (+EOS) and byte counts out."""
+
+    def __init__(self, tokenizer: Tokenizer, dtype: np.dtype) -> None:
+        self.tokenizer = tokenizer
+        self.dtype = dtype
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        texts = [t or "" for t in batch.column("text").to_pylist()]
+        eos = self.tokenizer.eos_id
+        ids = [np.asarray(x, dtype=self.dtype) for x in self.tokenizer.encode_batch(texts)]
+        if eos is not None:
+            tail = np.array([eos], dtype=self.dtype)
+            ids = [np.concatenate([x, tail]) for x in ids]
+        lengths = np.array([len(x) for x in ids], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        values = np.concatenate(ids) if ids else np.zeros(0, self.dtype)
+        lists = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
+        n_bytes = pa.array([len(t.encode("utf-8")) for t in texts], type=pa.int64())
+        return pa.table({"ids": lists, "n_bytes": n_bytes})
+
+
+def _num_proc(cfg: DataConfig, docs: datasets.Dataset, tokenizer: Tokenizer) -> int:
+    """Processes for the map: 1 unless the corpus is big and the tokenizer does real work."""
+    if tokenizer.name == "byte":  # a memcpy per document: shipping it to workers costs more
+        return 1
+    if cfg.num_proc > 1 and docs.data.nbytes >= PARALLEL_MIN_BYTES and len(docs) >= 2 * cfg.num_proc:
+        return cfg.num_proc
+    return 1
+
+
+def _tokenize(
+    cfg: DataConfig, docs: datasets.Dataset, tokenizer: Tokenizer, scratch: Path, fp: str
+) -> datasets.Dataset:
+    dtype = token_dtype(tokenizer.vocab_size)
+    num_proc = _num_proc(cfg, docs, tokenizer)
+    log.info("tokenizing %d documents with %s (num_proc=%d)", len(docs), tokenizer.name, num_proc)
+    return docs.with_format("arrow").map(
+        _Encoder(tokenizer, dtype),
+        batched=True,
+        batch_size=_MAP_BATCH,
+        num_proc=num_proc if num_proc > 1 else None,  # datasets>=4 forks a pool even for 1
+        remove_columns=docs.column_names,
+        cache_file_name=str(scratch / "tokens.arrow"),
+        load_from_cache_file=False,
+        new_fingerprint=fp,  # skips hashing the tokenizer to name the cache file
+        desc="tokenizing",
+    )
+
+
+def _write_splits(
+    tokens: datasets.Dataset, is_val: np.ndarray, out: Path, dtype: np.dtype
+) -> dict[str, dict[str, int]]:
+    """Stream token lists into train.bin/val.bin; returns per-split token and byte counts."""
+    counts = {s: {"tokens": 0, "bytes": 0, "docs": 0} for s in SPLITS}
+    table = tokens.with_format("arrow")
+    with open(out / "train.bin", "wb") as ftrain, open(out / "val.bin", "wb") as fval:
+        for start in range(0, len(tokens), _WRITE_CHUNK):
+            chunk = table[start : start + _WRITE_CHUNK]
+            lists = chunk.column("ids").combine_chunks()
+            values = lists.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+            lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+            n_bytes = chunk.column("n_bytes").to_numpy()
+            doc_val = is_val[start : start + len(chunk)]
+            tok_val = np.repeat(doc_val, lengths)
+            for split, sel, tsel, fh in (
+                ("train", ~doc_val, ~tok_val, ftrain),
+                ("val", doc_val, tok_val, fval),
+            ):
+                fh.write(values[tsel].tobytes())
+                counts[split]["tokens"] += int(tsel.sum())
+                counts[split]["bytes"] += int(n_bytes[sel].sum())
+                counts[split]["docs"] += int(sel.sum())
+    return counts
+
+
+def _split_single_document(out: Path, dtype: np.dtype, counts: dict, val_fraction: float) -> None:
+    """One document cannot be split by documents: hold out its last val_fraction of tokens."""
+    tokens = np.fromfile(out / "val.bin", dtype=dtype)
+    n_val = max(1, int(round(len(tokens) * val_fraction)))
+    tokens[:-n_val].tofile(out / "train.bin")
+    tokens[-n_val:].tofile(out / "val.bin")
+    total_bytes = counts["val"]["bytes"]
+    counts["train"] = {"tokens": len(tokens) - n_val, "bytes": 0, "docs": 0}
+    counts["val"] = {"tokens": n_val, "bytes": 0, "docs": 1}
+    for split in SPLITS:  # bytes are per document; apportion them by token share
+        counts[split]["bytes"] = round(total_bytes * counts[split]["tokens"] / max(1, len(tokens)))
+    log.warning("the source has a single document: split by tokens instead (last %d tokens are val)", n_val)
+
+
+def _texts(docs: datasets.Dataset) -> Iterator[str]:
+    for batch in docs.iter(batch_size=1000):
+        yield from (t or "" for t in batch["text"])
+
+
+def _build(cfg: DataConfig, out: Path, fp: str, source_fp: str) -> None:
+    t0 = time.perf_counter()
+    docs = load_documents(cfg)
+    if len(docs) == 0:
+        raise ValueError(f"data.source={cfg.source}: the source has no documents (path={cfg.path})")
+    is_val = val_mask(len(docs), cfg.val_fraction)
+    t1 = time.perf_counter()
+    train_docs = docs.select(np.flatnonzero(~is_val)) if len(docs) > 1 else docs
+    tokenizer = build_tokenizer(cfg, lambda: _texts(train_docs), source_fp)
+    dtype = token_dtype(tokenizer.vocab_size)
+    t2 = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{fp}.", dir=out.parent))
+    try:
+        scratch = tmp / "_scratch"
+        scratch.mkdir()
+        tokens = _tokenize(cfg, docs, tokenizer, scratch, fp)
+        counts = _write_splits(tokens, is_val, tmp, dtype)
+        del tokens
+        shutil.rmtree(scratch)
+        split_mode = "documents"
+        if len(docs) == 1:
+            _split_single_document(tmp, dtype, counts, cfg.val_fraction)
+            split_mode = "tokens"
+        t3 = time.perf_counter()
+        tokenizer.save(tmp)
+        meta = {
+            "format": FORMAT_VERSION,
+            "fingerprint": fp,
+            "source_fingerprint": source_fp,
+            "source": cfg.source,
+            "tokenizer": tokenizer.name,
+            "vocab_size": tokenizer.vocab_size,
+            "eos_id": tokenizer.eos_id,
+            "dtype": dtype.name,
+            "split_mode": split_mode,
+            "val_fraction": cfg.val_fraction,
+            "max_bytes": cfg.max_bytes,
+            "n_docs": {s: counts[s]["docs"] for s in SPLITS},
+            "n_tokens": {s: counts[s]["tokens"] for s in SPLITS},
+            "n_bytes": {s: counts[s]["bytes"] for s in SPLITS},
+            "bytes_per_token": counts["val"]["bytes"] / max(1, counts["val"]["tokens"]),
+            "load_seconds": round(t1 - t0, 3),
+            "tokenizer_seconds": round(t2 - t1, 3),
+            "tokenize_seconds": round(t3 - t2, 3),
+        }
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        if out.exists():  # a leftover without meta.json (meta is written last): replace it
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info(
+        "packed %d train / %d val tokens (%s) in %.1fs at %s",
+        meta["n_tokens"]["train"],
+        meta["n_tokens"]["val"],
+        tokenizer.name,
+        t3 - t2,
+        out,
+    )
+
+
+def prepare_tokens(cfg: DataConfig) -> PackedData:
+    """Tokenize and pack the corpus unless an identical packing is cached; safe across processes."""
+    fp, source_fp = packed_fingerprint(cfg)
+    root = resolve_path(cfg.cache_dir)
+    out = root / fp
+    if (out / "meta.json").is_file():
+        log.info("using cached tokens at %s", out)
+    else:
+        with file_lock(root / f"{fp}.lock"):
+            if (out / "meta.json").is_file():  # another process packed it while we waited
+                log.info("using cached tokens at %s", out)
+            else:
+                _build(cfg, out, fp, source_fp)
+    meta = json.loads((out / "meta.json").read_text())
+    return PackedData(directory=out, meta=meta, tokenizer=load_tokenizer(out))

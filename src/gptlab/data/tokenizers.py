@@ -1,0 +1,290 @@
+"""Tokenizers behind one protocol: raw bytes, a BPE trained on the corpus, or a tokenizer.json."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import tokenizers
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from gptlab.data.config import TOKENIZERS, DataConfig
+from gptlab.data.sources import resolve_path, source_fingerprint
+
+log = logging.getLogger(__name__)
+
+EOT = "<|endoftext|>"
+# Special tokens other tokenizer families use to end a document, tried when no config names one.
+_EOS_CANDIDATES = (EOT, "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
+TOKENIZER_FILE = "tokenizer.json"
+CONFIG_FILE = "tokenizer_config.json"
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What packing, the datamodule, generation and exporters need from a tokenizer."""
+
+    name: str
+    vocab_size: int
+    eos_id: int | None
+
+    def encode(self, text: str) -> list[int] | np.ndarray: ...
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]] | list[np.ndarray]: ...
+
+    def decode(self, ids: Iterable[int]) -> str: ...
+
+    def save(self, directory: str | os.PathLike[str]) -> Path: ...
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte→printable-char table, so a byte tokenizer can be written as a tokenizer.json."""
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    table = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def _write_config(directory: Path, name: str, eos: str | None) -> None:
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": eos, "gptlab_name": name}
+    (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as ids 0..255: no training, no unknown tokens, and bits-per-byte is exact."""
+
+    name = "byte"
+    vocab_size = 256
+    eos_id: int | None = None
+
+    def encode(self, text: str) -> np.ndarray:
+        """Ids of text (its UTF-8 bytes)."""
+        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+
+    def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        """Ids of each text."""
+        return [self.encode(t) for t in texts]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of ids; a sequence cut mid-character decodes with U+FFFD instead of failing."""
+        arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids)
+        if arr.size and (arr.min() < 0 or arr.max() > 255):
+            raise ValueError(f"byte tokenizer ids must be in 0..255, got {arr.min()}..{arr.max()}")
+        return arr.astype(np.uint8).tobytes().decode("utf-8", errors="replace")
+
+    def to_hf(self) -> tokenizers.Tokenizer:
+        """The same mapping as a `tokenizers` object (byte-level BPE without merges, id = byte)."""
+        vocab = {ch: b for b, ch in bytes_to_unicode().items()}
+        tok = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=[]))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        tok.decoder = decoders.ByteLevel()
+        return tok
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write tokenizer.json (+ tokenizer_config.json) so exporters ship one format for all."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        self.to_hf().save(str(out / TOKENIZER_FILE))
+        _write_config(out, self.name, None)
+        return out / TOKENIZER_FILE
+
+
+class HFTokenizer:
+    """A `tokenizers.Tokenizer` behind the protocol (shared by the BPE and pretrained kinds)."""
+
+    def __init__(self, tok: tokenizers.Tokenizer, name: str, eos_id: int | None) -> None:
+        self.tok = tok
+        self.name = name
+        self.eos_id = eos_id
+        self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of text, without the post-processor's special tokens (packing adds EOS itself)."""
+        return self.tok.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Ids of each text, encoded in parallel by the Rust library."""
+        fast = getattr(self.tok, "encode_batch_fast", None)  # skips offsets (tokenizers >= 0.21)
+        encs = (fast or self.tok.encode_batch)(texts, add_special_tokens=False)
+        return [e.ids for e in encs]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of ids, special tokens kept so document boundaries stay visible."""
+        return self.tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def eos_token(self) -> str | None:
+        """The EOS token's text, or None."""
+        return None if self.eos_id is None else self.tok.id_to_token(self.eos_id)
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write tokenizer.json (+ tokenizer_config.json naming the EOS token)."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        self.tok.save(str(out / TOKENIZER_FILE))
+        _write_config(out, self.name, self.eos_token())
+        return out / TOKENIZER_FILE
+
+
+class BPETokenizer(HFTokenizer):
+    """Byte-level BPE trained on the train documents, with <|endoftext|> between documents."""
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
+        """Train a byte-level BPE of vocab_size ids (256 bytes + EOS + merges)."""
+        tok = tokenizers.Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=[EOT],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        tok.train_from_iterator(_batched(texts, 256), trainer=trainer)
+        return cls(tok, f"bpe{vocab_size}", tok.token_to_id(EOT))
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> BPETokenizer:
+        """Reload a trained BPE from its tokenizer.json."""
+        tok = tokenizers.Tokenizer.from_file(str(path))
+        return cls(tok, f"bpe{tok.get_vocab_size(with_added_tokens=True)}", tok.token_to_id(EOT))
+
+
+class PretrainedTokenizer(HFTokenizer):
+    """A local tokenizer.json (e.g. GPT-2's): reuse an existing vocabulary, no training."""
+
+    def __init__(self, path: str | os.PathLike[str], name: str | None = None) -> None:
+        file = pretrained_file(path)
+        tok = tokenizers.Tokenizer.from_file(str(file))
+        super().__init__(tok, name or f"pretrained:{file.parent.name}", _find_eos(tok, file.parent))
+
+
+def _batched(texts: Iterable[str], n: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for t in texts:
+        batch.append(t)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def pretrained_file(path: str | os.PathLike[str] | None) -> Path:
+    """The tokenizer.json that data.tokenizer_path names (the file, or a directory holding one)."""
+    if not path:
+        raise ValueError(
+            "data.tokenizer_path is required for data.tokenizer=pretrained "
+            "(a tokenizer.json file or a directory holding one)"
+        )
+    p = resolve_path(path)
+    file = p / TOKENIZER_FILE if p.is_dir() else p
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"data.tokenizer_path={str(path)!r}: {file} does not exist; "
+            f"accepted: a {TOKENIZER_FILE} file or a directory holding one"
+        )
+    return file
+
+
+def _find_eos(tok: tokenizers.Tokenizer, directory: Path) -> int | None:
+    config = directory / CONFIG_FILE
+    if config.is_file():
+        settings = json.loads(config.read_text())
+        if "eos_token" in settings:  # the config decides, also when it says "no EOS" (null)
+            eos = settings["eos_token"]
+            if isinstance(eos, dict):
+                eos = eos.get("content")
+            return tok.token_to_id(eos) if isinstance(eos, str) else None
+    for candidate in _EOS_CANDIDATES:
+        if (tid := tok.token_to_id(candidate)) is not None:
+            return tid
+    return None
+
+
+def load_tokenizer(directory: str | os.PathLike[str]) -> Tokenizer:
+    """Reload any tokenizer written by `save` (the byte kind comes back as the fast native one)."""
+    directory = Path(directory)
+    config = directory / CONFIG_FILE
+    name = json.loads(config.read_text()).get("gptlab_name") if config.is_file() else None
+    if name == ByteTokenizer.name:
+        return ByteTokenizer()
+    if name and name.startswith("bpe"):
+        return BPETokenizer.from_file(directory / TOKENIZER_FILE)
+    return PretrainedTokenizer(directory, name=name)
+
+
+def _check_choice(cfg: DataConfig) -> None:
+    if cfg.tokenizer not in TOKENIZERS:
+        raise ValueError(
+            f"data.tokenizer={cfg.tokenizer!r} is not accepted; choose one of {', '.join(TOKENIZERS)}"
+        )
+    if cfg.tokenizer == "bpe" and not 257 <= cfg.bpe_vocab_size <= 2**32 - 1:
+        raise ValueError(
+            f"data.bpe_vocab_size={cfg.bpe_vocab_size!r} must be in 257..4294967295 "
+            "(256 byte ids + <|endoftext|> at least)"
+        )
+
+
+def tokenizer_identity(cfg: DataConfig, source_fp: str | None = None) -> str:
+    """What makes token ids differ, known before any training (keys the packed-token cache)."""
+    _check_choice(cfg)
+    if cfg.tokenizer == "byte":
+        return "byte"
+    if cfg.tokenizer == "bpe":
+        source_fp = source_fp or source_fingerprint(cfg)
+        return f"bpe{cfg.bpe_vocab_size}:{source_fp}:{cfg.val_fraction}"
+    digest = hashlib.sha256(pretrained_file(cfg.tokenizer_path).read_bytes()).hexdigest()[:16]
+    return f"pretrained:{digest}"
+
+
+def _cached_bpe(cfg: DataConfig, documents_fn: Callable[[], Iterable[str]], source_fp: str) -> BPETokenizer:
+    key = hashlib.sha256(tokenizer_identity(cfg, source_fp).encode()).hexdigest()[:16]
+    out = resolve_path(cfg.cache_dir) / "tokenizers" / f"bpe{cfg.bpe_vocab_size}-{key}"
+    file = out / TOKENIZER_FILE
+    if file.is_file():
+        log.info("using cached BPE tokenizer at %s", file)
+        return BPETokenizer.from_file(file)
+    log.info("training a byte-level BPE with %d ids on the train documents", cfg.bpe_vocab_size)
+    bpe = BPETokenizer.train(documents_fn(), cfg.bpe_vocab_size)
+    if bpe.vocab_size < cfg.bpe_vocab_size:
+        log.warning(
+            "BPE reached only %d of data.bpe_vocab_size=%d ids: the corpus has too few merges",
+            bpe.vocab_size,
+            cfg.bpe_vocab_size,
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out, suffix=".tmp")
+    os.close(fd)
+    bpe.tok.save(tmp)
+    os.replace(tmp, file)  # atomic: a concurrent reader sees the whole file or none
+    return bpe
+
+
+def build_tokenizer(
+    cfg: DataConfig,
+    documents_fn: Callable[[], Iterable[str]],
+    source_fp: str | None = None,
+) -> Tokenizer:
+    """The configured tokenizer; documents_fn (train texts) is only called when BPE must train."""
+    _check_choice(cfg)
+    if cfg.tokenizer == "byte":
+        return ByteTokenizer()
+    if cfg.tokenizer == "bpe":
+        return _cached_bpe(cfg, documents_fn, source_fp or source_fingerprint(cfg))
+    return PretrainedTokenizer(cfg.tokenizer_path or "")
