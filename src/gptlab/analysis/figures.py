@@ -83,3 +83,113 @@ def curves(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _grid(n: int, ncols: int, width: float, height: float) -> tuple[plt.Figure, list[plt.Axes]]:
+    """A figure of n panels in rows of ncols, returned as a flat list (unused panels hidden)."""
+    ncols = max(1, min(ncols, n))
+    nrows = max(1, math.ceil(n / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False,
+                             layout="constrained")
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def heatmap_grid(
+    panels: Sequence[tuple[str, Sequence[Sequence[float]], Sequence[int]]],
+    path: Path,
+    title: str = "gradient norm per block",
+    ncols: int = 4,
+) -> Path:
+    """One layer × step heat map per variant, all on one log colour scale so panels compare."""
+    finite = [v for _, m, _ in panels for row in m for v in row if v > 0 and math.isfinite(v)]
+    norm = LogNorm(vmin=min(finite), vmax=max(finite)) if finite else None
+    fig, axes = _grid(len(panels), ncols, 4.0, 3.4)
+    im = None
+    for ax, (label, matrix, steps) in zip(axes, panels, strict=True):
+        if not matrix or not steps:
+            ax.text(0.5, 0.5, "no grad_norm data", ha="center", va="center", transform=ax.transAxes)
+            ax.set_title(label, fontsize=8)
+            continue
+        im = ax.imshow(
+            matrix, aspect="auto", origin="lower", norm=norm, cmap="viridis", interpolation="nearest"
+        )
+        ticks = list(range(0, len(steps), max(1, len(steps) // 4)))
+        ax.set_xticks(ticks, [str(steps[t]) for t in ticks], fontsize=7)
+        yt = list(range(0, len(matrix), max(1, len(matrix) // 6)))
+        ax.set_yticks(yt, [str(t) for t in yt], fontsize=7)
+        ax.set_title(label, fontsize=8)
+        ax.set_xlabel("step", fontsize=7)
+        ax.set_ylabel("block (input at bottom)", fontsize=7)
+    if im is not None:
+        fig.colorbar(im, ax=axes, label="L2 norm (log scale)", shrink=0.6)
+    fig.suptitle(title)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+Series = dict[str, tuple[Sequence[float], Sequence[float]]]
+
+
+def curve_panels(
+    panels: dict[str, Series],
+    path: Path,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    logx: bool = False,
+    logy: bool = False,
+    ncols: int = 2,
+    markers: bool | None = None,
+    dots: dict[str, Series] | None = None,
+) -> Path:
+    """Named curves in named panels (shared y); `dots` adds points in the same colours (e.g. val
+    losses over train curves). Non-finite y values are drawn as red crosses at the panel's top,
+    so a diverged run stays visible instead of silently vanishing."""
+    fig, axes = _grid(len(panels), ncols, 6.0, 4.2)
+    lows, highs = [], []
+    for series in panels.values():
+        for _, y in series.values():
+            fin = [v for v in y if math.isfinite(v)]
+            if fin:
+                lows.append(min(fin))
+                highs.append(max(fin))
+    crosses_label = "non-finite (diverged)"
+    for ax, (panel, series) in zip(axes, panels.items(), strict=True):
+        crossed = False
+        for k, (name, (x, y)) in enumerate(series.items()):
+            color = f"C{k % 10}" if len(series) <= 10 else plt.get_cmap("tab20")(k % 20)
+            style = "-" if len(series) <= 10 or k < 20 else "--"
+            pts = [(a, b) for a, b in zip(x, y, strict=True) if math.isfinite(b)]
+            bad = [a for a, b in zip(x, y, strict=True) if not math.isfinite(b)]
+            use_markers = markers if markers is not None else len(x) < 12
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=name,
+                    marker="o" if use_markers else None, markersize=4)
+            if bad:
+                ax.plot(bad, [0.97] * len(bad), "x", color="red", markersize=9, mew=2,
+                        transform=ax.get_xaxis_transform(), label=None if crossed else crosses_label)
+                crossed = True
+            if dots and name in dots.get(panel, {}):
+                dx, dy = dots[panel][name]
+                ax.plot(dx, dy, "o", color=color, markersize=4, markeredgecolor="black", mew=0.5)
+        if logx:
+            ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        if lows and highs and not logy:
+            pad = 0.05 * (max(highs) - min(lows) or 1.0)
+            ax.set_ylim(min(lows) - pad, max(highs) + pad)
+        ax.set_title(panel, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if series:
+            ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

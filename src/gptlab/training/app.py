@@ -98,6 +98,50 @@ def run_name(cfg: TrainConfig) -> str:
         return "default"
 
 
+def job_overrides() -> list[str]:
+    """This job's command-line and sweep overrides, as Hydra recorded them (empty outside Hydra)."""
+    try:
+        return [str(o) for o in HydraConfig.get().overrides.task]
+    except ValueError:
+        return []
+
+
+def swept_keys() -> list[str]:
+    """The fields a multirun varies: the sweeper's params (an experiment's grid) plus the sweep
+    overrides of its command line (kept in multirun.yaml); the job's override keys when neither
+    is known (a sweeper that writes no multirun.yaml, e.g. optuna with only command-line params)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    hydra_cfg = HydraConfig.get()
+    keys = [str(k) for k in (hydra_cfg.sweeper.get("params") or {})]
+    master = Path(hydra_cfg.sweep.dir) / "multirun.yaml"
+    if master.is_file():
+        task = OmegaConf.load(master).hydra.overrides.task
+        parsed = OverridesParser.create().parse_overrides([str(o) for o in task])
+        keys += [o.key_or_group for o in parsed if o.is_sweep_override()]
+    if not keys:
+        excluded = set(hydra_cfg.job.config.override_dirname.exclude_keys) | {"experiment"}
+        keys = [o.split("=", 1)[0].lstrip("+~") for o in job_overrides()]
+        keys = [k for k in keys if k not in excluded]
+    return list(dict.fromkeys(keys))
+
+
+def job_tags(cfg: TrainConfig) -> list[str]:
+    """logger.tags plus, in a multirun, the experiment's name and the ablated fields, so a
+    sweep's runs can be filtered by what they vary."""
+    tags = list(cfg.logger.tags)
+    try:
+        multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    except ValueError:
+        return tags
+    if not multirun:
+        return tags
+    if cfg.experiment:
+        tags.append(str(cfg.experiment))
+    tags += swept_keys()
+    return list(dict.fromkeys(tags))  # unique, in order
+
+
 def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> list[L.Callback]:
     every = cfg.callbacks.telemetry.every_n_steps or cfg.trainer.log_every_n_steps
     callbacks: list[L.Callback] = [
@@ -158,11 +202,15 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
 
             init_from_hf(module.model, model_cfg.init_from)
         rank = int(os.environ.get("LOCAL_RANK", 0)) + int(os.environ.get("NODE_RANK", 0)) * devices
+        logger_cfg = dataclasses.replace(cfg.logger, tags=job_tags(cfg))
         loggers = build_loggers(
-            cfg.logger, run_dir, run_name(cfg), OmegaConf.to_container(raw, resolve=True), rank
+            logger_cfg, run_dir, run_name(cfg), OmegaConf.to_container(raw, resolve=True), rank
         )
         summary = RunSummary(run_dir, extra={"num_params": module.model.num_params(),
-                                             "run_name": run_name(cfg)})
+                                             "run_name": run_name(cfg),
+                                             "overrides": job_overrides(),
+                                             "group": logger_cfg.group,
+                                             "tags": logger_cfg.tags})
         trainer = L.Trainer(
             accelerator=accelerator,
             devices=devices,
@@ -241,7 +289,6 @@ def run_job(raw: DictConfig) -> float:
         if not multirun:
             exit_with(err)
         log.error(one_line(err))
-        RunSummary(run_dir).path.write_text(
-            '{"status": "failed", "error": %s}\n' % __import__("json").dumps(one_line(err))
-        )
+        failed = {"status": "failed", "error": one_line(err), "overrides": job_overrides()}
+        RunSummary(run_dir).path.write_text(__import__("json").dumps(failed) + "\n")
         return math.nan

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger("gptlab")
 
@@ -33,3 +33,22 @@ class ExitNonZeroOnFailedJobs(Callback):
                 file=sys.stderr,
             )
             sys.exit(2)
+
+
+class ResolveSweepWideValues(Callback):
+    """Resolve `keys` (default: logger.group) in the sweep's own config before any job starts.
+
+    `${now:...}` is resolved lazily and cached per config object; Hydra copies the sweep config's
+    cache into every job's config. Resolving the group here puts its time stamp in that cache, so
+    every job of one sweep gets the same group, whatever hydra.sweep.dir is set to.
+    """
+
+    def __init__(self, keys: list[str] | None = None) -> None:
+        self.keys = list(keys) if keys else ["logger.group"]
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        for key in self.keys:
+            try:
+                OmegaConf.select(config, key)
+            except Exception as err:  # noqa: BLE001 - a value the job cannot resolve fails there, clearly
+                log.debug("could not resolve %s in the sweep config: %s", key, err)
