@@ -34,6 +34,7 @@ class GPTLightningModule(L.LightningModule):
         self.bytes_per_token = bytes_per_token
         self._val_losses: list[torch.Tensor] = []
         self.last_grad_norm: torch.Tensor | None = None  # pre-clip global norm of the last step
+        self.last_loss: torch.Tensor | None = None  # the last training step's loss, on the device
 
     def configure_model(self) -> None:
         """Apply FSDP2 sharding (trainer.strategy=fsdp) and torch.compile, outside the model code."""
@@ -51,11 +52,25 @@ class GPTLightningModule(L.LightningModule):
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         loss = self._loss(batch)
-        self.log("train/loss", loss, prog_bar=True)
+        self.last_loss = loss.detach()  # callbacks/progress.py reads it when the bar redraws
+        # not prog_bar=True: Lightning turns progress-bar metrics into Python numbers after every
+        # batch (a host-device sync per step). Only on steps the loggers write: each self.log costs
+        # ~1 ms of Python (Lightning moves its result state on every call), the step's real work
+        # on a small model or a fast GPU.
+        if self._logs_now():
+            self.log("train/loss", loss)
         return loss
+
+    def _logs_now(self) -> bool:
+        """Whether this step's logged values reach the loggers (Lightning's own test, the one its
+        LearningRateMonitor uses; true without a trainer's logger connector)."""
+        connector = getattr(self.trainer, "_logger_connector", None)
+        return True if connector is None else bool(connector.should_update_logs)
 
     def on_train_batch_end(self, outputs: Any, batch: torch.Tensor, batch_idx: int) -> None:
         trainer = self.trainer
+        if not (self._logs_now() or 0 < trainer.max_steps <= trainer.global_step):
+            return  # the last step too: RunSummary reads the final tokens_seen
         tokens = (
             (trainer.global_step)
             * trainer.accumulate_grad_batches
@@ -63,8 +78,10 @@ class GPTLightningModule(L.LightningModule):
             * (batch.shape[1] - 1)
             * trainer.world_size
         )
-        self.log("tokens_seen", float(tokens))
-        self.log("lr", self.lr_schedulers().get_last_lr()[0])
+        # CPU tensors: self.log(<python float>) builds a tensor on self.device, which on a GPU is a
+        # blocking host-to-device copy every step; float64 keeps token counts exact past 2^24
+        self.log("tokens_seen", torch.tensor(float(tokens), dtype=torch.float64))
+        self.log("lr", torch.tensor(float(self.lr_schedulers().get_last_lr()[0])))
 
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         self._val_losses.append(self._loss(batch).detach())

@@ -60,6 +60,12 @@ def parallelize(module: Any, fsdp: dict[str, Any] | None, compile_model: bool) -
             model.to_empty(device=module.trainer.strategy.root_device)
             model.reset_parameters()
     if compile_model:
-        for block in model.blocks:
-            block.compile()
+        compile_blocks(model)
     model._gptlab_parallelized = True
+
+
+def compile_blocks(model: Any) -> None:
+    """torch.compile each block in place: identical blocks share one graph, and FSDP2's per-block
+    hooks stay outside the compiled regions (also what gptlab.analysis.bench's bare loop runs)."""
+    for block in model.blocks:
+        block.compile()
