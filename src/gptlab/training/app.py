@@ -13,13 +13,14 @@ import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
 from gptlab.config import TrainConfig
 from gptlab.data.datamodule import TokenDataModule
 from gptlab.data.spec import tokenizer_spec
 from gptlab.model import GPTConfig
+from gptlab.training.callbacks.progress import LossProgressBar
 from gptlab.training.callbacks.summary import RunSummary
 from gptlab.training.callbacks.throughput import LogStepThroughput
 from gptlab.training.checkpoint_io import AtomicCheckpointIO
@@ -160,7 +161,7 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
         LearningRateMonitor(logging_interval="step"),
     ]
     if cfg.trainer.enable_progress_bar:
-        callbacks.append(TQDMProgressBar(refresh_rate=cfg.callbacks.progress_refresh_rate))
+        callbacks.append(LossProgressBar(refresh_rate=cfg.callbacks.progress_refresh_rate))
     if cfg.callbacks.telemetry.enabled:
         from gptlab.training.callbacks.telemetry import LayerTelemetry
 
@@ -170,6 +171,38 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
                            grad_clip=cfg.optim.grad_clip)
         )
     return callbacks
+
+
+def build_trainer(
+    cfg: TrainConfig,
+    accelerator: str,
+    devices: int,
+    run_dir: Path,
+    loggers: list[Any],
+    callbacks: list[L.Callback],
+) -> L.Trainer:
+    """The Trainer as `train` runs it (also used by gptlab.analysis.bench, so both time the same)."""
+    return L.Trainer(
+        accelerator=accelerator,
+        devices=devices,
+        num_nodes=cfg.trainer.num_nodes,
+        strategy=build_strategy(cfg.trainer, devices),
+        precision=resolve_precision(cfg, accelerator),
+        max_steps=cfg.trainer.max_steps,
+        val_check_interval=cfg.trainer.val_check_interval,
+        check_val_every_n_epoch=None,
+        limit_val_batches=cfg.trainer.limit_val_batches,
+        log_every_n_steps=cfg.trainer.log_every_n_steps,
+        accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
+        deterministic=cfg.trainer.deterministic,
+        use_distributed_sampler=False,  # the DataModule shards the stream itself
+        enable_progress_bar=cfg.trainer.enable_progress_bar,
+        enable_model_summary=False,
+        logger=loggers or False,
+        callbacks=callbacks,
+        plugins=[AtomicCheckpointIO()],
+        default_root_dir=str(run_dir),
+    )
 
 
 def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
@@ -211,26 +244,8 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
                                              "overrides": job_overrides(),
                                              "group": logger_cfg.group,
                                              "tags": logger_cfg.tags})
-        trainer = L.Trainer(
-            accelerator=accelerator,
-            devices=devices,
-            num_nodes=cfg.trainer.num_nodes,
-            strategy=build_strategy(cfg.trainer, devices),
-            precision=resolve_precision(cfg, accelerator),
-            max_steps=cfg.trainer.max_steps,
-            val_check_interval=cfg.trainer.val_check_interval,
-            check_val_every_n_epoch=None,
-            limit_val_batches=cfg.trainer.limit_val_batches,
-            log_every_n_steps=cfg.trainer.log_every_n_steps,
-            accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
-            deterministic=cfg.trainer.deterministic,
-            use_distributed_sampler=False,  # the DataModule shards the stream itself
-            enable_progress_bar=cfg.trainer.enable_progress_bar,
-            enable_model_summary=False,
-            logger=loggers or False,
-            callbacks=build_callbacks(cfg, run_dir, summary),
-            plugins=[AtomicCheckpointIO()],
-            default_root_dir=str(run_dir),
+        trainer = build_trainer(
+            cfg, accelerator, devices, run_dir, loggers, build_callbacks(cfg, run_dir, summary)
         )
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
         sample = generate_sample(cfg, module, datamodule)
