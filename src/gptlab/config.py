@@ -122,5 +122,8 @@ class TrainConfig:
 
 def register_configs() -> None:
     """Register the schema so conf/train.yaml can put it first in its defaults list."""
+    from gptlab.launch_id import register_resolver
+
+    register_resolver()  # ${launch_id:...} in conf/hydra/default.yaml
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)

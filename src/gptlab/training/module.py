@@ -58,7 +58,7 @@ class GPTLightningModule(L.LightningModule):
         # ~1 ms of Python (Lightning moves its result state on every call), the step's real work
         # on a small model or a fast GPU.
         if self._logs_now():
-            self.log("train/loss", loss)
+            self.log("train/loss", self._global_loss(loss.detach()))
         return loss
 
     def _logs_now(self) -> bool:
@@ -66,6 +66,14 @@ class GPTLightningModule(L.LightningModule):
         LearningRateMonitor uses; true without a trainer's logger connector)."""
         connector = getattr(self.trainer, "_logger_connector", None)
         return True if connector is None else bool(connector.should_update_logs)
+
+    def _global_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """The mean loss over all ranks: one all-reduce, on logged steps only (every rank agrees
+        on those). Not `sync_dist=True`, which all-reduces on every step, logged or not. Ranks
+        hold equal micro-batches, so the mean of their means is the global batch's mean."""
+        if self.trainer.world_size == 1:
+            return loss
+        return self.trainer.strategy.reduce(loss.clone(), reduce_op="mean")  # reduces in place
 
     def on_train_batch_end(self, outputs: Any, batch: torch.Tensor, batch_idx: int) -> None:
         trainer = self.trainer

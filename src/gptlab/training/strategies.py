@@ -1,33 +1,130 @@
-"""Parallelism lives here, not in the model: the Lightning strategy, FSDP2 sharding, compile."""
+"""Parallelism lives here, not in the model: the Lightning strategy, FSDP2 sharding, compile.
+
+FSDP2 runs through Lightning's ModelParallelStrategy (data parallel = world size, tensor parallel =
+1), subclassed so that its distributed checkpoint (a directory: one shard file per rank plus
+Lightning's `meta.pt`) is written atomically and resumes through the module's checkpoint checks.
+Under SLURM the strategy carries Lightning's SLURMEnvironment with auto-requeue on SIGUSR1.
+"""
 
 from __future__ import annotations
 
+import logging
+import shutil
+import signal
+from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+from lightning.fabric.plugins.environments import (
+    ClusterEnvironment,
+    SLURMEnvironment,
+    TorchElasticEnvironment,
+)
 from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, Strategy
 
 from gptlab.config import STRATEGIES, TrainerConfig
+
+log = logging.getLogger(__name__)
+REQUEUE_SIGNAL = signal.SIGUSR1  # what `#SBATCH --signal=USR1@<seconds>` sends before the time limit
 
 
 def world_size(cfg: TrainerConfig, devices: int) -> int:
     return devices * cfg.num_nodes
 
 
+def cluster_environment() -> ClusterEnvironment | None:
+    """Under srun: SLURMEnvironment that saves `hpc_ckpt_<n>.ckpt` and requeues on SIGUSR1.
+
+    torchrun inside a SLURM allocation keeps Lightning's own choice (TorchElastic comes first).
+    """
+    if TorchElasticEnvironment.detect() or not SLURMEnvironment.detect():
+        return None
+    return SLURMEnvironment(auto_requeue=True, requeue_signal=REQUEUE_SIGNAL)
+
+
 def build_strategy(cfg: TrainerConfig, devices: int) -> Strategy | str:
     """auto (one device, or DDP when there are several) | ddp | fsdp (FSDP2, data parallel only)."""
     if cfg.strategy not in STRATEGIES:
         raise ValueError(f"trainer.strategy={cfg.strategy!r} is not accepted; choose one of {STRATEGIES}")
+    env = cluster_environment()
     if cfg.strategy == "fsdp":
         # data_parallel_size="auto" would mean number of nodes, with tensor parallel inside a node
-        return ModelParallelStrategy(
+        strategy = FSDP2Strategy(
             data_parallel_size=world_size(cfg, devices),
             tensor_parallel_size=1,
             save_distributed_checkpoint=True,
         )
+        strategy.cluster_environment = env
+        return strategy
     if cfg.strategy == "ddp" or world_size(cfg, devices) > 1:
-        return DDPStrategy(gradient_as_bucket_view=True)
+        return DDPStrategy(gradient_as_bucket_view=True, cluster_environment=env)
+    # one process: Lightning picks SLURMEnvironment() itself under srun, with the same defaults
     return "auto"
+
+
+class FSDP2Strategy(ModelParallelStrategy):
+    """ModelParallelStrategy with atomic distributed checkpoints that resume through on_load_checkpoint."""
+
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], filepath: Any, storage_options: Any | None = None
+    ) -> None:
+        """Write the shards to `.<name>.tmp`, then swap the directory in (rank zero, after all wrote)."""
+        if not self._save_distributed_checkpoint:
+            super().save_checkpoint(checkpoint, filepath, storage_options)
+            return
+        path = Path(self.broadcast(str(filepath)))
+        tmp = path.with_name(f".{path.name}.tmp")
+        if self.is_global_zero and tmp.exists():
+            shutil.rmtree(tmp)  # left by a save that was interrupted
+        self.barrier("gptlab_dcp_save_start")
+        super().save_checkpoint(checkpoint, tmp, storage_options)
+        self.barrier("gptlab_dcp_save_written")
+        if self.is_global_zero:
+            swap_in(tmp, path)
+        self.barrier("gptlab_dcp_save_done")
+
+    def load_checkpoint(self, checkpoint_path: Any, weights_only: bool | None = None) -> dict[str, Any]:
+        """Lightning loads a distributed checkpoint's weights straight into the model and hands the
+        hooks only `meta.pt`; give on_load_checkpoint the state it now holds so its checks run."""
+        checkpoint = super().load_checkpoint(checkpoint_path, weights_only=weights_only)
+        if "state_dict" not in checkpoint and self.lightning_module is not None:
+            checkpoint["state_dict"] = self.lightning_module.state_dict()
+        return checkpoint
+
+
+def swap_in(new: Path, path: Path) -> None:
+    """Replace `path` (a file or a directory) by the directory `new` with two renames."""
+    old = path.with_name(f".{path.name}.old")
+    if old.exists():
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    if path.is_dir():
+        path.rename(old)
+    elif path.exists():
+        path.unlink()
+    new.rename(path)  # between the two renames only `.<name>.old` exists: it is the previous one
+    if old.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _sum_then_divide(modules: list[Any], mesh: Any) -> None:
+    """Reduce gradients with SUM and divide afterwards on gloo.
+
+    FSDP2 asks for ReduceOp.AVG in its reduce-scatter; gloo has summed instead of averaging there
+    (pytorch issue 162338: gradients world-size times too large). torch 2.13's gloo averages
+    correctly, but the project accepts older torch, and SUM + divide is right on every release.
+    """
+    if dist.get_backend(mesh.get_group()) != "gloo":
+        return
+    for m in modules:
+        if hasattr(m, "set_force_sum_reduction_for_comms"):
+            m.set_force_sum_reduction_for_comms(True)
+        else:
+            log.warning(
+                "this torch's FSDP2 cannot force SUM reductions: on gloo its gradient averaging may "
+                "be wrong (pytorch issue 162338); use a newer torch for FSDP over gloo"
+            )
+            return
 
 
 def parallelize(module: Any, fsdp: dict[str, Any] | None, compile_model: bool) -> None:
@@ -35,7 +132,11 @@ def parallelize(module: Any, fsdp: dict[str, Any] | None, compile_model: bool) -
     model = module.model
     if getattr(model, "_gptlab_parallelized", False):
         return
-    mesh = getattr(module, "device_mesh", None) if isinstance(module.trainer.strategy, ModelParallelStrategy) else None
+    mesh = (
+        getattr(module, "device_mesh", None)
+        if isinstance(module.trainer.strategy, ModelParallelStrategy)
+        else None
+    )
     if mesh is not None:
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -56,6 +157,7 @@ def parallelize(module: Any, fsdp: dict[str, Any] | None, compile_model: bool) -
             fully_shard(block, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
         # the tied embedding / head stay together in the root unit
         fully_shard(model, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
+        _sum_then_divide([*model.blocks, model], dp_mesh)
         if any(p.is_meta for p in model.parameters()):
             model.to_empty(device=module.trainer.strategy.root_device)
             model.reset_parameters()

@@ -1,0 +1,82 @@
+"""Shared multi-process runs of train.py, each started once per session and read by several tests.
+
+All runs train the same tiny model on the same data for the same 10 steps and the same GLOBAL batch
+of 4 windows: one process with data.batch_size=4, or two with 2 each (the DataModule gives rank r the
+stream positions g % 2 == r, so both ranks together read what the single process reads).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import GLOBAL_BATCH, REPO, TWO_CPU, Run, common, run, train_cmd
+
+
+@pytest.fixture(scope="session")
+def dist_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("distributed")
+
+
+@pytest.fixture(scope="session")
+def cache(dist_root: Path) -> Path:
+    return dist_root / "cache"
+
+
+@pytest.fixture(scope="session")
+def single_run(dist_root: Path, cache: Path) -> Path:
+    """One process, data.batch_size=4, CSV log only: the reference."""
+    out = dist_root / "single"
+    run(
+        train_cmd(
+            *common(cache),
+            "model.n_layer=2",
+            f"data.batch_size={GLOBAL_BATCH}",
+            "trainer.accelerator=cpu",
+            "trainer.devices=1",
+            "logger=csv",
+            f"hydra.run.dir={out}",
+        ),
+        dist_root / "cwd_single",
+    ).check()
+    return out
+
+
+@pytest.fixture(scope="session")
+def sweep_run(dist_root: Path, cache: Path) -> Run:
+    """`-m model.n_layer=2,4` with 2 DDP processes per job, wandb offline + CSV (logger default).
+
+    Job 0 (n_layer=2) is the DDP run of the equivalence test.
+    """
+    return run(
+        train_cmd(
+            "-m", "model.n_layer=2,4", *common(cache), *TWO_CPU, f"hydra.sweep.dir={dist_root / 'sweep'}"
+        ),
+        dist_root / "cwd_sweep",
+    )
+
+
+@pytest.fixture(scope="session")
+def torchrun_run(dist_root: Path, cache: Path) -> Run:
+    """torchrun --standalone --nproc_per_node=2 train.py -m ... trainer=fsdp, sweep dir left to
+    its default, so both ranks must resolve the same `multirun/torchrun-<id>` on their own.
+
+    Its only job is the FSDP run of the equivalence test and the straight run of the resume test.
+    """
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(REPO / "train.py"),
+        "-m",
+        "model.n_layer=2",
+        "trainer=fsdp",
+        *common(cache),
+        *TWO_CPU,
+        "logger=csv",
+    ]
+    return run(cmd, dist_root / "cwd_torchrun")
