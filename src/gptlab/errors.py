@@ -24,8 +24,8 @@ def one_line(err: BaseException) -> str:
     return f"error: {text}"
 
 
-def exit_with(err: BaseException) -> None:
-    """Print the error as one line on stderr and exit with code 2."""
+def exit_with(err: BaseException, code: int = EXIT_USAGE) -> None:
+    """Print the error as one line on stderr and exit with `code` (2: the input was wrong)."""
     logging.getLogger("gptlab").debug("user error", exc_info=err)
     print(one_line(err), file=sys.stderr, flush=True)
-    sys.exit(EXIT_USAGE)
+    sys.exit(code)

@@ -224,6 +224,11 @@ def _build(cfg: DataConfig, out: Path, fp: str, source_fp: str) -> None:
         tokens = _tokenize(cfg, docs, tokenizer, scratch, fp)
         counts = _write_splits(tokens, is_val, tmp, dtype)
         del tokens
+        if counts["train"]["tokens"] + counts["val"]["tokens"] == 0:
+            raise ValueError(
+                f"data.source={cfg.source}: the documents hold no text (0 tokens; path={cfg.path}); "
+                "accepted: non-empty UTF-8 text"
+            )
         shutil.rmtree(scratch)
         split_mode = "documents"
         if len(docs) == 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -13,14 +14,19 @@ import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
+from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from gptlab.config import TrainConfig
 from gptlab.data.datamodule import TokenDataModule
 from gptlab.data.spec import tokenizer_spec
 from gptlab.model import GPTConfig
+from gptlab.training.callbacks.nonfinite import EXIT_NONFINITE, NonFiniteError, NonFiniteMonitor
+from gptlab.training.callbacks.preemption import EXIT_PREEMPTED, PreemptionCheckpoint
 from gptlab.training.callbacks.progress import LossProgressBar
+from gptlab.training.callbacks.rng import RNGStateCheckpoint
 from gptlab.training.callbacks.summary import RunSummary
 from gptlab.training.callbacks.throughput import LogStepThroughput
 from gptlab.training.checkpoint_io import AtomicCheckpointIO
@@ -147,6 +153,8 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
     every = cfg.callbacks.telemetry.every_n_steps or cfg.trainer.log_every_n_steps
     callbacks: list[L.Callback] = [
         summary,
+        # before ModelCheckpoint: a bad step stops the run before a checkpoint is written after it
+        NonFiniteMonitor(cfg.callbacks.on_nonfinite, every=cfg.trainer.log_every_n_steps),
         LogStepThroughput(every=cfg.trainer.log_every_n_steps),
         ModelCheckpoint(
             dirpath=run_dir / "checkpoints",
@@ -159,6 +167,8 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
             enable_version_counter=False,
         ),
         LearningRateMonitor(logging_interval="step"),
+        RNGStateCheckpoint(),  # exact resume: dropout draws continue where the checkpoint was
+        PreemptionCheckpoint(run_dir / "checkpoints"),  # SIGTERM: save last.ckpt, then exit
     ]
     if cfg.trainer.enable_progress_bar:
         callbacks.append(LossProgressBar(refresh_rate=cfg.callbacks.progress_refresh_rate))
@@ -247,7 +257,16 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
         trainer = build_trainer(
             cfg, accelerator, devices, run_dir, loggers, build_callbacks(cfg, run_dir, summary)
         )
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+        try:
+            # weights_only=True for every strategy's loader (FSDP's sharded one too), not torch's default
+            trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
+        except BaseException as err:  # never leave a half-done run looking like a result
+            if isinstance(err, SIGTERMException):
+                summary.write(trainer, "preempted", resume_from=str(run_dir / "checkpoints" / "last.ckpt"))
+            else:
+                summary.write(trainer, "failed", error=_one_line(err))
+            finish_wandb(loggers)
+            raise
         sample = generate_sample(cfg, module, datamodule)
         result = summary.write(trainer, "finished", sample=sample)
         if trainer.global_rank == 0:
@@ -295,15 +314,50 @@ def run_job(raw: DictConfig) -> float:
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    write_status(run_dir, {"status": "running"})  # a run killed outright never reads as finished
     try:
         cfg = validate(raw)
         result = train(cfg, raw, run_dir)
         best = result.get("best_val_loss")
         return float(best) if best is not None else math.nan
     except USER_ERRORS as err:
+        failed = {"status": "failed", "error": one_line(err), "overrides": job_overrides()}
+        write_status(run_dir, failed, only_over_running=False)
         if not multirun:
             exit_with(err)
         log.error(one_line(err))
-        failed = {"status": "failed", "error": one_line(err), "overrides": job_overrides()}
-        RunSummary(run_dir).path.write_text(__import__("json").dumps(failed) + "\n")
         return math.nan
+    except NonFiniteError as err:  # train() wrote metrics.json (status failed)
+        if not multirun:
+            exit_with(err, EXIT_NONFINITE)
+        log.error(one_line(err))
+        return math.nan
+    except SIGTERMException:  # train() wrote metrics.json (status preempted) and last.ckpt
+        log.warning("stopped by SIGTERM: metrics.json status 'preempted', exit code %d", EXIT_PREEMPTED)
+        raise SystemExit(EXIT_PREEMPTED if rank_zero_only.rank == 0 else 0) from None
+    except Exception as err:
+        write_status(run_dir, {"status": "failed", "error": one_line(err)})
+        raise
+
+
+def _one_line(err: BaseException) -> str:
+    from gptlab.errors import one_line
+
+    return one_line(err)
+
+
+def write_status(run_dir: Path, status: dict[str, Any], only_over_running: bool = True) -> None:
+    """Write metrics.json from rank zero; by default only where no richer record exists yet."""
+    if rank_zero_only.rank != 0:
+        return
+    path = RunSummary(run_dir).path
+    if only_over_running and status["status"] != "running" and path.exists():
+        try:
+            if json.loads(path.read_text()).get("status") != "running":
+                return
+        except (OSError, ValueError):
+            pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(status) + "\n")
+    os.replace(tmp, path)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import pickle
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +12,42 @@ import torch
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+# Model fields a resumed run may change: they do not alter the trained network's function.
+RESUMABLE_CHANGES = ("dropout", "init_std", "depth_scaled_init", "init_from")
+
 
 class CheckpointError(ValueError):
     """A checkpoint file that cannot be used, with the reason in one line."""
+
+
+def _load_reason(err: BaseException) -> str:
+    """The informative line of a torch.load failure (weights_only errors open with generic advice)."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if "WeightsUnpickler error" in line:
+            detail = line.partition("WeightsUnpickler error")[2].lstrip(": ")
+            if not detail and i + 1 < len(lines):
+                detail = lines[i + 1]
+            detail = detail.partition(" Please use")[0]
+            return f"it holds Python objects that weights_only=True refuses to load ({detail})"
+    return lines[0] if lines else type(err).__name__
+
+
+def _check_container(path: Path) -> None:
+    """torch.save writes a zip archive (or, before torch 1.6, a pickle): say which one is broken."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head.startswith(b"PK"):
+        if not zipfile.is_zipfile(path):
+            raise CheckpointError(
+                f"ckpt_path={str(path)!r} is truncated or corrupted: its zip archive has no central "
+                f"directory ({path.stat().st_size} bytes; an interrupted write or copy?)"
+            )
+    elif not head.startswith(b"\x80"):
+        raise CheckpointError(
+            f"ckpt_path={str(path)!r} is not a checkpoint: torch.save files are zip archives "
+            f"(or legacy pickles), this file starts with {head!r}"
+        )
 
 
 def load_checkpoint_file(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
@@ -27,13 +60,60 @@ def load_checkpoint_file(path: str | os.PathLike, map_location: Any = "cpu") -> 
             f"ckpt_path={str(path)!r} is a directory (a sharded FSDP checkpoint?); "
             "consolidate it with `python scripts/consolidate.py` or pass it to train.py to resume"
         )
+    _check_container(path)
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        loaded = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unreadable file is the user's input, said in one line
+        reason = _load_reason(err)
+        what = "cannot be loaded safely" if "weights_only" in reason else "is not a readable checkpoint"
+        if "weights_only" not in reason:
+            what += " (truncated or corrupted?)"
+        raise CheckpointError(f"ckpt_path={str(path)!r} {what}: {reason}") from None
+    if not isinstance(loaded, dict):
         raise CheckpointError(
-            f"ckpt_path={str(path)!r} is not a readable checkpoint (truncated or corrupted?): {first}"
-        ) from None
+            f"ckpt_path={str(path)!r} holds a {type(loaded).__name__}, not a checkpoint dict"
+        )
+    return loaded
+
+
+def check_resumable(checkpoint: Mapping[str, Any], module: torch.nn.Module, where: str) -> None:
+    """Refuse, in one line, a checkpoint whose network differs from the module about to resume it.
+
+    Runs in the LightningModule's on_load_checkpoint, before Lightning's strict load_state_dict
+    (whose error is a many-line traceback). Compares the saved model hyper-parameters and the
+    tensor names and shapes.
+    """
+    state = checkpoint.get("state_dict")
+    if not isinstance(state, Mapping):
+        raise CheckpointError(
+            f"{where} has no 'state_dict' (keys found: {sorted(checkpoint)[:8]}); "
+            "train.py resumes only from the .ckpt files it writes"
+        )
+    saved = (checkpoint.get("hyper_parameters") or {}).get("model") or {}
+    now = (getattr(module, "hparams", {}) or {}).get("model") or {}
+    differ = [
+        f"model.{k}={saved.get(k)!r} in the checkpoint but {now.get(k)!r} now"
+        for k in sorted(set(saved) | set(now))
+        if k not in RESUMABLE_CHANGES and saved.get(k) != now.get(k)
+    ]
+
+    def shapes(sd: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        return {k.replace("_orig_mod.", ""): tuple(v.shape) for k, v in sd.items() if hasattr(v, "shape")}
+
+    have, want = shapes(state), shapes(module.state_dict())
+    problems = differ[:3]
+    if not problems:
+        missing = sorted(set(want) - set(have))
+        extra = sorted(set(have) - set(want))
+        wrong = [f"{k} {have[k]} vs {want[k]}" for k in sorted(set(want) & set(have)) if have[k] != want[k]]
+        problems += [f"missing {missing[:3]}"] if missing else []
+        problems += [f"unexpected {extra[:3]}"] if extra else []
+        problems += [f"shape {wrong[0]}"] if wrong else []
+    if problems:
+        raise CheckpointError(
+            f"{where} was trained with another model: {'; '.join(problems)}; resume with the "
+            "model.* settings it was trained with (its .hydra/config.yaml), or start a new run"
+        )
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -44,11 +124,33 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         fs = get_filesystem(str(path))
         fs.makedirs(str(path.parent), exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "wb") as f:
-            torch.save(checkpoint, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # the old file at `path` was never touched
+            raise
+        try:  # make the rename itself durable (a crash right after it keeps the new name)
+            fd = os.open(path.parent, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: bool | None = None) -> dict:
-        return load_checkpoint_file(path, map_location=map_location or "cpu")
+        """Always weights_only=True, whatever Lightning asks: checkpoints are data, not code."""
+        checkpoint = load_checkpoint_file(path, map_location=map_location or "cpu")
+        missing = [k for k in ("state_dict", "pytorch-lightning_version") if k not in checkpoint]
+        if missing:
+            raise CheckpointError(
+                f"ckpt_path={str(path)!r} is not a Lightning checkpoint of train.py (no {missing}; keys "
+                f"found: {sorted(checkpoint)[:8]}); train.py resumes from the checkpoints/*.ckpt it writes"
+            )
+        return checkpoint

@@ -11,6 +11,8 @@ import torch.nn.functional as F
 
 from gptlab.config import OptimConfig
 from gptlab.model import GPT, GPTConfig
+from gptlab.training.callbacks.nonfinite import NonFiniteGuard
+from gptlab.training.checkpoint_io import check_resumable
 from gptlab.training.optim import build_adamw, lr_factor
 
 
@@ -35,6 +37,12 @@ class GPTLightningModule(L.LightningModule):
         self._val_losses: list[torch.Tensor] = []
         self.last_grad_norm: torch.Tensor | None = None  # pre-clip global norm of the last step
         self.last_loss: torch.Tensor | None = None  # the last training step's loss, on the device
+        self.nonfinite = NonFiniteGuard()  # drops the update of a step with NaN/inf gradients
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A checkpoint of another architecture fails here in one line, not in load_state_dict."""
+        path = getattr(self._trainer, "ckpt_path", None)
+        check_resumable(checkpoint, self, f"ckpt_path={str(path)!r}" if path else "the checkpoint")
 
     def configure_model(self) -> None:
         """Apply FSDP2 sharding (trainer.strategy=fsdp) and torch.compile, outside the model code."""
@@ -113,12 +121,21 @@ class GPTLightningModule(L.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, *args: Any, **kw: Any) -> None:
-        """Clip by the global norm: under FSDP2 the total is a partial DTensor, so take the full value."""
-        if self.optim_cfg.grad_clip <= 0:
-            return
-        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=True)
-        if hasattr(total, "full_tensor"):
-            total = total.full_tensor()
-        torch.nn.utils.clip_grads_with_norm_(grads, self.optim_cfg.grad_clip, total, foreach=True)
+        """Clip by the global norm (under FSDP2 the total is a partial DTensor: take the full value).
+
+        The norm is taken every step, clipping on or off: a non-finite norm drops this step's update
+        (callbacks/nonfinite.py). Under fp16 AMP, GradScaler does that itself.
+        """
+        if getattr(self.trainer.precision_plugin, "scaler", None) is not None:
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+            if self.optim_cfg.grad_clip <= 0:
+                return
+            total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=True)
+            if hasattr(total, "full_tensor"):
+                total = total.full_tensor()
+        else:
+            named = self.model.named_parameters()
+            total, grads = self.nonfinite.total_norm(named, optimizer, self.global_step)
+        if self.optim_cfg.grad_clip > 0:
+            torch.nn.utils.clip_grads_with_norm_(grads, self.optim_cfg.grad_clip, total, foreach=True)
         self.last_grad_norm = total

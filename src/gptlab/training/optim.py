@@ -34,7 +34,9 @@ def build_adamw(model: nn.Module, cfg: OptimConfig, device_type: str) -> torch.o
 def lr_factor(cfg: OptimConfig, max_steps: int) -> Callable[[int], float]:
     """Multiplier of cfg.lr at each step: linear warmup, then cosine/linear decay to min_lr."""
     if cfg.schedule not in SCHEDULES:
-        raise ValueError(f"optim.schedule={cfg.schedule!r} is not accepted; choose one of {SCHEDULES}")
+        raise ValueError(
+            f"optim.schedule={cfg.schedule!r} is not accepted; choose one of {', '.join(SCHEDULES)}"
+        )
     floor = cfg.min_lr / cfg.lr
 
     def factor(step: int) -> float:

@@ -1,0 +1,209 @@
+"""Non-finite gradients: drop the bad step's update, then stop or go on (callbacks.on_nonfinite).
+
+Two halves. `NonFiniteGuard` runs inside the LightningModule's gradient-clipping hook, after backward
+and before `optimizer.step`, every step. It takes the per-parameter gradient norms (one fused
+`_foreach_norm`; the global norm that clipping needs is computed from them, so the check costs no
+extra pass over the gradients), and records on the device, without a host sync, whether the step was
+bad, how many were, and which step and parameters were bad first/last. Under both policies the bad
+update is dropped, so the weights never take a NaN:
+
+- fused AdamW (what `build_adamw` uses on CUDA): the flag goes to the optimizer as `found_inf`, the
+  same mechanism GradScaler uses; the fused kernel then leaves parameters, both moments and the step
+  count untouched. No host sync.
+- any other optimizer (CPU): the flag is read on the host and, when set, every `.grad` is set to None,
+  which makes `optimizer.step` skip every parameter (state untouched). On a CPU nothing is queued
+  asynchronously, so that read costs nothing; on a GPU with a non-fused optimizer it is one sync/step.
+
+`NonFiniteMonitor` (a callback) reads the device counters on the host only where that is free or rare:
+every step on CPU, on log steps on a GPU (Lightning syncs there anyway), before each checkpoint is
+written, and at the end of training. `stop` raises `NonFiniteError` naming the step and the layers;
+raising from `on_save_checkpoint` means no checkpoint is written after a bad step, so the last good
+one stays. `skip` warns and logs `train/skipped_steps`. Under fp16 AMP (`16-mixed`) GradScaler already
+skips overflowing steps (routinely, while it calibrates its scale), and the guard stays out of its way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import lightning as L
+import torch
+from torch import nn
+
+from gptlab.training.callbacks.telemetry import group_names
+
+log = logging.getLogger(__name__)
+POLICIES = ("stop", "skip")
+EXIT_NONFINITE = 3
+
+
+class NonFiniteError(RuntimeError):
+    """Training stopped on a non-finite gradient; the message is one line naming step and layers."""
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+class NonFiniteGuard:
+    """Device-side record of non-finite steps, and the drop of such a step's optimizer update."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.count: torch.Tensor | None = None  # float, number of dropped updates
+        self.first_step: torch.Tensor | None = None  # long, -1 while none
+        self.first_mask: torch.Tensor | None = None  # bool per parameter, of the first bad step
+        self.last_step: torch.Tensor | None = None
+        self.last_mask: torch.Tensor | None = None
+
+    def total_norm(
+        self, named_params: Iterable[tuple[str, nn.Parameter]], optimizer: Any, step: int
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """(global pre-clip L2 norm, the gradients); drops the update if the norm is not finite."""
+        params = [(n, p) for n, p in named_params if p.grad is not None]
+        grads = [p.grad for _, p in params]
+        if not grads:
+            return torch.zeros(()), grads
+        norms = torch._foreach_norm([_local(g) for g in grads], 2.0)
+        per_param = torch.stack([n.float() for n in norms])  # local shards under FSDP
+        if any(hasattr(g, "full_tensor") for g in grads):  # FSDP2: the total must span the shards
+            total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=True).full_tensor()
+        else:
+            total = torch.linalg.vector_norm(per_param, 2.0)
+        self._record([n for n, _ in params], step, total, per_param)
+        self._drop_if_bad(optimizer, [p for _, p in params], total)
+        return total, grads
+
+    def _record(self, names: list[str], step: int, total: torch.Tensor, per_param: torch.Tensor) -> None:
+        bad = ~torch.isfinite(total)
+        mask = ~torch.isfinite(per_param)
+        if self.count is None or names != self.names or self.first_mask is None:
+            device = total.device
+            self.names = names
+            self.count = torch.zeros((), device=device)
+            self.first_step = torch.full((), -1, dtype=torch.long, device=device)
+            self.last_step = torch.full((), -1, dtype=torch.long, device=device)
+            self.first_mask = torch.zeros(len(names), dtype=torch.bool, device=device)
+            self.last_mask = torch.zeros(len(names), dtype=torch.bool, device=device)
+        here = torch.full((), step, dtype=torch.long, device=total.device)
+        first = bad & (self.first_step < 0)
+        self.count += bad.float()
+        self.first_step = torch.where(first, here, self.first_step)
+        self.first_mask = torch.where(first, mask, self.first_mask)
+        self.last_step = torch.where(bad, here, self.last_step)
+        self.last_mask = torch.where(bad, mask, self.last_mask)
+
+    @staticmethod
+    def _drop_if_bad(optimizer: Any, params: list[nn.Parameter], total: torch.Tensor) -> None:
+        bad = ~torch.isfinite(total)
+        opt = getattr(optimizer, "optimizer", optimizer)  # LightningOptimizer wraps the torch one
+        if getattr(opt, "defaults", {}).get("fused") and getattr(opt, "_step_supports_amp_scaling", False):
+            opt.found_inf = bad.float()  # read by the fused kernel after this closure returns
+        elif bool(bad):  # host read: free on CPU; one sync per step on a GPU without fused AdamW
+            for p in params:
+                p.grad = None
+
+    def seen(self) -> int:
+        """Dropped updates so far (a host read)."""
+        return 0 if self.count is None else int(self.count.item())
+
+    def describe(self, which: str = "first") -> tuple[int, list[str], list[str]]:
+        """(step, layer groups, parameter names) of the first or last bad step (a host read)."""
+        step_t, mask_t = (
+            (self.first_step, self.first_mask) if which == "first" else (self.last_step, self.last_mask)
+        )
+        if step_t is None or mask_t is None:
+            return -1, [], []
+        mask = mask_t
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            mask = mask.to(torch.uint8)  # FSDP: each rank sees its own shards; any rank's NaN counts
+            torch.distributed.all_reduce(mask, op=torch.distributed.ReduceOp.MAX)
+        names = [n for n, m in zip(self.names, mask.tolist(), strict=True) if m]
+        groups: list[str] = []
+        for n in names:
+            found = group_names(n)
+            groups.append(found[-1] if found else n)
+        return int(step_t.item()), list(dict.fromkeys(groups)), names
+
+
+def _listing(items: list[str], limit: int = 4) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+class NonFiniteMonitor(L.Callback):
+    """Applies callbacks.on_nonfinite: `stop` raises NonFiniteError, `skip` warns and counts."""
+
+    def __init__(self, policy: str = "stop", every: int = 1) -> None:
+        if policy not in POLICIES:
+            raise ValueError(
+                f"callbacks.on_nonfinite={policy!r} is not accepted; choose one of {', '.join(POLICIES)}"
+            )
+        self.policy = policy
+        self.every = max(1, every)
+        self.reported = 0  # bad steps of this process already acted on
+        self.before = 0  # steps skipped before the checkpoint this run resumed from
+
+    def state_dict(self) -> dict[str, Any]:
+        """The skipped-step count, so train/skipped_steps keeps counting across a resume."""
+        return {"skipped": self.before + self.reported}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.before = int(state_dict.get("skipped", 0))
+
+    @staticmethod
+    def _guard(pl_module: Any) -> NonFiniteGuard | None:
+        return getattr(pl_module, "nonfinite", None)
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
+        guard = self._guard(pl_module)
+        if guard is None or guard.count is None:
+            return
+        if trainer._logger_connector.should_update_logs:  # self.log costs ~1 ms of Python a call
+            # a device tensor: Lightning reads it on log steps only
+            pl_module.log("train/skipped_steps", guard.count + self.before)
+        if pl_module.device.type == "cpu" or trainer.global_step % self.every == 0:
+            self.check(trainer, pl_module)
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        if self.policy == "stop":
+            self.check(trainer, pl_module)  # before the file is written: the last good one stays
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        self.check(trainer, pl_module)
+        if self.reported and trainer.is_global_zero:
+            log.warning("%d optimizer step(s) were skipped for non-finite gradients", self.reported)
+
+    def check(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Read the device counters; stop or warn on new bad steps."""
+        guard = self._guard(pl_module)
+        if guard is None:
+            return
+        count = guard.seen()
+        if count <= self.reported:
+            return
+        if self.policy == "stop":
+            step, groups, names = guard.describe("first")
+            last = getattr(trainer.checkpoint_callback, "last_model_path", "") or ""
+            kept = f"the last good checkpoint is {last}" if last else "no checkpoint was written before it"
+            raise NonFiniteError(
+                f"non-finite gradient at step {step} in {_listing(groups)} ({_listing(names)}); "
+                f"stopped by callbacks.on_nonfinite=stop without applying that update; {kept}; "
+                "callbacks.on_nonfinite=skip drops such steps and goes on"
+            )
+        step, groups, names = guard.describe("last")  # every rank: a collective under FSDP
+        self.reported = count
+        if not trainer.is_global_zero:
+            return
+        log.warning(
+            "non-finite gradient at step %d in %s (%s): update skipped (callbacks.on_nonfinite=skip), "
+            "%d skipped so far",
+            step,
+            _listing(groups),
+            _listing(names),
+            count,
+        )

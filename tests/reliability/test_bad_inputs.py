@@ -1,0 +1,262 @@
+"""Bad inputs give one clear line (exit 2), never a traceback; a failed run never reads as finished.
+
+One row per line of docs/bad-inputs.md. Most rows run in this process through the same code the CLI
+runs (compose → validate → app.train), and compare `one_line(err)`, what the CLI prints. A few
+subprocess runs check the CLI contract itself: exit code, a single stderr line, metrics.json.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException, OverrideParseException
+
+from gptlab.errors import USER_ERRORS, one_line
+from tests.reliability.rel_harness import REPO, TINY, train_here
+
+QUICK = ["trainer.max_steps=2", "trainer.val_check_interval=2"]
+
+
+@pytest.fixture(scope="module")
+def bad(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Bad data and checkpoint files."""
+    d = tmp_path_factory.mktemp("bad")
+    (d / "empty.txt").write_bytes(b"")
+    (d / "binary.bin").write_bytes(bytes(range(256)) * 8)
+    (d / "latin1.txt").write_bytes(("Grüße aus Köln, ça va? " * 200).encode("latin-1"))
+    (d / "short.txt").write_text("tiny corpus\n")
+    (d / "notackpt.ckpt").write_text("this is not a checkpoint\n")
+    import argparse
+
+    import torch
+
+    torch.save({"state_dict": {}, "args": argparse.Namespace(lr=1.0)}, d / "pickled.ckpt")
+    torch.save({"weights": torch.zeros(3)}, d / "plain.pt")
+    return d
+
+
+def error_of(run_dir: Path, cache: Path, *overrides: str) -> str:
+    """The line the CLI would print for these overrides (the run must fail with a user error)."""
+    try:
+        train_here(run_dir, cache, *QUICK, *overrides)
+    except USER_ERRORS as err:
+        return one_line(err)
+    raise AssertionError(f"{overrides} did not fail")
+
+
+# (row id, overrides, the whole error line as a regex; {bad} and {ckpt} are filled in)
+ROWS = [
+    (
+        "n_embd_n_head",
+        ["model.n_embd=30", "model.n_head=4"],
+        r"error: model\.n_embd=30 is not divisible by model\.n_head=4; n_embd must be a multiple of n_head",
+    ),
+    (
+        "unknown_tokenizer",
+        ["data.tokenizer=wordpiece"],
+        r"error: data\.tokenizer='wordpiece' is not accepted; choose one of byte, bpe, pretrained",
+    ),
+    (
+        "bad_placement",
+        ["model.norm_placement=middle"],
+        r"error: model\.norm_placement='middle' is not accepted; choose one of pre, post, sandwich, deepnorm",
+    ),
+    ("dropout", ["model.dropout=1.5"], r"error: model\.dropout=1\.5 must be in \[0, 1\)"),
+    (
+        "bad_nonfinite_policy",
+        ["callbacks.on_nonfinite=ignore"],
+        r"error: callbacks\.on_nonfinite='ignore' is not accepted; choose one of stop, skip",
+    ),
+    (
+        "bad_schedule",
+        ["optim.schedule=exp"],
+        r"error: optim\.schedule='exp' is not accepted; choose one of cosine, linear, constant",
+    ),
+    (
+        "missing_path",
+        ["data.source=text", "data.path={bad}/nope/*.txt"],
+        r"error: data\.path='{bad}/nope/\*\.txt': no files match pattern .*; accepted: files, directories or "
+        r"globs, comma-separated",
+    ),
+    (
+        "empty_file",
+        ["data.source=text", "data.path={bad}/empty.txt"],
+        r"error: data\.source=text: the documents hold no text \(0 tokens; path={bad}/empty\.txt\); "
+        r"accepted: non-empty UTF-8 text",
+    ),
+    (
+        "binary_file",
+        ["data.source=text", "data.path={bad}/binary.bin"],
+        r"error: data\.path: {bad}/binary\.bin looks binary \(NUL byte at offset 0\); "
+        r"accepted: UTF-8 text files",
+    ),
+    (
+        "non_utf8",
+        ["data.source=text", "data.path={bad}/latin1.txt"],
+        r"error: data\.path: {bad}/latin1\.txt is not UTF-8 \(byte offset ~\d+: invalid .*\); "
+        r"accepted: UTF-8 text files",
+    ),
+    (
+        "short_corpus",
+        ["data.source=text", "data.path={bad}/short.txt"],
+        r"error: data: the train split has \d+ tokens, fewer than block_size\+1=33; .*",
+    ),
+    (
+        "ckpt_wrong_shape",
+        ["model.n_embd=64", "model.n_head=4", "ckpt_path={ckpt}"],
+        r"error: ckpt_path='{ckpt}' was trained with another model: "
+        r"model\.n_embd=32 in the checkpoint but 64 now; model\.n_head=2 in the checkpoint but 4 now; "
+        r"resume with the model\.\* settings .*",
+    ),
+    (
+        "ckpt_not_a_ckpt",
+        ["ckpt_path={bad}/notackpt.ckpt"],
+        r"error: ckpt_path='{bad}/notackpt\.ckpt' is not a checkpoint: torch\.save files are zip archives "
+        r"\(or legacy pickles\), this file starts with b'this'",
+    ),
+    (
+        "ckpt_pickled_objects",
+        ["ckpt_path={bad}/pickled.ckpt"],
+        r"error: ckpt_path='{bad}/pickled\.ckpt' cannot be loaded safely: it holds Python objects that "
+        r"weights_only=True refuses to load \(.*argparse\.Namespace.*\)",
+    ),
+    (
+        "ckpt_plain_dict",
+        ["ckpt_path={bad}/plain.pt"],
+        r"error: ckpt_path='{bad}/plain\.pt' is not a Lightning checkpoint of train\.py .*keys found: "
+        r"\['weights'\].*",
+    ),
+    (
+        "ckpt_missing",
+        ["ckpt_path={bad}/missing.ckpt"],
+        r"error: ckpt_path='{bad}/missing\.ckpt' does not exist",
+    ),
+    (
+        "devices_too_many",
+        ["trainer.devices=4096"],
+        r"error: trainer\.devices=4096 but this machine has \d+ CPU cores; accepted: 1\.\.\d+",
+    ),
+    (
+        "devices_zero",
+        ["trainer.devices=0"],
+        r"error: trainer\.devices=0 is not accepted; give a positive integer or auto",
+    ),
+    (
+        "gpu_absent",
+        ["trainer.accelerator=gpu"],
+        r"error: trainer\.accelerator=gpu but this machine has no GPU; use trainer\.accelerator=cpu",
+    ),
+]
+
+
+@pytest.mark.parametrize("row,overrides,expected", ROWS, ids=[r[0] for r in ROWS])
+def test_bad_input_gives_one_clear_line(
+    row: str, overrides: list[str], expected: str, bad: Path, trained: Path, cache: Path, tmp_path: Path
+) -> None:
+    if row == "gpu_absent":
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU")  # the row is about machines without one
+    ckpt = str(trained / "checkpoints" / "last.ckpt")
+    filled = [o.format(bad=bad, ckpt=ckpt) for o in overrides]
+    line = error_of(tmp_path / "run", cache, *filled)
+    pattern = expected.replace("{bad}", re.escape(str(bad))).replace("{ckpt}", re.escape(ckpt))
+    assert re.fullmatch(pattern, line), line
+
+
+@pytest.mark.parametrize(
+    "override,exception,says",
+    [
+        ("model.n_layr=3", ConfigCompositionException, "Key 'n_layr' not in 'GPTConfig'"),
+        (
+            "model.n_layer=abc",
+            ConfigCompositionException,
+            "Value 'abc' of type 'str' could not be converted to Integer",
+        ),
+        ("model=gpt5", ConfigCompositionException, "Could not find 'model/gpt5'"),
+        ("modle=gpt2", ConfigCompositionException, "Key 'modle' not in 'TrainConfig'"),
+        ("trainer.max_steps", OverrideParseException, "missing EQUAL"),
+    ],
+)
+def test_hydra_rejects_bad_keys_types_presets_at_compose(override: str, exception: type, says: str) -> None:
+    from tests.reliability.rel_harness import compose_cfg
+
+    with pytest.raises(exception) as info:
+        compose_cfg(override)
+    text = str(info.value) + str(info.value.__cause__ or "")
+    assert says in text
+
+
+def _run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+@pytest.mark.slow
+def test_cli_truncated_checkpoint_exits_2_with_one_line_and_failed_status(
+    trained: Path, cache: Path, tmp_path: Path
+) -> None:
+    data = (trained / "checkpoints" / "last.ckpt").read_bytes()
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(data[: len(data) // 3])
+    run = tmp_path / "run"
+    proc = _run(
+        "train.py", *TINY, *QUICK, f"data.cache_dir={cache}", f"hydra.run.dir={run}", f"ckpt_path={truncated}"
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [proc.stderr.strip().splitlines()[-1]]
+    assert "is truncated or corrupted: its zip archive has no central directory" in errors[0]
+    status = json.loads((run / "metrics.json").read_text())
+    assert status["status"] == "failed" and status["error"] == errors[0]
+
+
+@pytest.mark.slow
+def test_cli_generate_on_a_non_checkpoint_exits_2_with_one_line(bad: Path) -> None:
+    proc = _run("generate.py", f"ckpt_path={bad / 'notackpt.ckpt'}", timeout=180)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: ckpt_path='{bad / 'notackpt.ckpt'}' is not a checkpoint: torch.save files are zip "
+        "archives (or legacy pickles), this file starts with b'this'"
+    ]
+
+
+@pytest.mark.slow
+def test_cli_unknown_key_is_hydras_error_exit_1_and_no_run_record(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = _run("train.py", "model.n_layr=3", f"hydra.run.dir={run}", timeout=180)
+    assert proc.returncode == 1
+    assert "Key 'n_layr' not in 'GPTConfig'" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (run / "metrics.json").exists()
+
+
+@pytest.mark.slow
+def test_cli_sweep_of_bad_corpora_marks_every_job_failed(bad: Path, cache: Path, tmp_path: Path) -> None:
+    """One process, four bad data files: each job fails alone, says why, and the sweep exits 2."""
+    names = ["empty.txt", "binary.bin", "latin1.txt", "short.txt"]
+    sweep = tmp_path / "sweep"
+    proc = _run(
+        "train.py",
+        "-m",
+        *TINY,
+        *QUICK,
+        f"data.cache_dir={cache}",
+        f"hydra.sweep.dir={sweep}",
+        "data.source=text",
+        "data.path=" + ",".join(str(bad / n) for n in names),
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "4 job(s) of the sweep failed" in proc.stderr
+    expected = ["the documents hold no text", "looks binary", "is not UTF-8", "fewer than block_size+1"]
+    for job, says in enumerate(expected):
+        status = json.loads((sweep / str(job) / "metrics.json").read_text())
+        assert status["status"] == "failed" and says in status["error"], (job, status)
