@@ -33,7 +33,12 @@ def main(argv: list[str]) -> int:
     from gptlab.generation import sample_tokens
 
     try:
-        cfg = OmegaConf.merge(OmegaConf.structured(GenerateConfig), OmegaConf.from_dotlist(argv))
+        # the prompt is taken verbatim: dotlist parsing would strip its spaces and read YAML in it
+        prompts = [a.partition("=")[2] for a in argv if a.startswith("prompt=")]
+        rest = [a for a in argv if not a.startswith("prompt=")]
+        cfg = OmegaConf.merge(OmegaConf.structured(GenerateConfig), OmegaConf.from_dotlist(rest))
+        if prompts:
+            cfg.prompt = prompts[-1]
         if OmegaConf.is_missing(cfg, "ckpt_path"):
             raise ValueError("ckpt_path is required: generate.py ckpt_path=<.ckpt file or export dir>")
         model, tok = load_model(cfg.ckpt_path, cfg.device)

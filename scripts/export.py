@@ -1,14 +1,20 @@
-"""Export a gptlab Lightning checkpoint as a Hugging Face directory (LlamaForCausalLM or GPT-2).
+"""Export a gptlab checkpoint as a Hugging Face directory (LlamaForCausalLM or GPT2LMHeadModel).
 
 usage: python scripts/export.py ckpt_path=<run>/checkpoints/last.ckpt out_dir=<dir>
                                 [tokenizer_dir=<dir holding tokenizer.json>]
+
+ckpt_path: a Lightning .ckpt or a consolidated file. The tokenizer the run trained with (recorded in
+the checkpoint) is shipped as tokenizer.json; tokenizer_dir overrides it with another one.
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
+from pathlib import Path
 
-from gptlab.export.hf import export_hf, load_gpt_from_lightning_ckpt
+from gptlab.checkpoints import load_checkpoint, write_tokenizer
+from gptlab.export.hf import export_hf
 
 USAGE = (
     "usage: python scripts/export.py ckpt_path=<lightning .ckpt> out_dir=<dir> "
@@ -25,9 +31,7 @@ def parse_args(argv: list[str]) -> dict[str, str]:
     for arg in argv:
         key, sep, value = arg.lstrip("-").partition("=")
         if not sep:
-            raise ValueError(
-                f"argument {arg!r} is not key=value; accepted keys: {', '.join(accepted)}"
-            )
+            raise ValueError(f"argument {arg!r} is not key=value; accepted keys: {', '.join(accepted)}")
         if key not in accepted:
             raise ValueError(f"unknown argument {key!r}; accepted keys: {', '.join(accepted)}")
         if key in args:
@@ -49,8 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         args = parse_args(argv)
-        model = load_gpt_from_lightning_ckpt(args["ckpt_path"])
-        out = export_hf(model, args["out_dir"], args.get("tokenizer_dir"))
+        model, spec = load_checkpoint(args["ckpt_path"])
+        with tempfile.TemporaryDirectory() as tmp:
+            tokenizer_dir = args.get("tokenizer_dir") or write_tokenizer(spec, Path(tmp)).parent
+            out = export_hf(model, args["out_dir"], tokenizer_dir)
     except (ValueError, OSError) as e:  # FileNotFoundError is an OSError
         message = " ".join(str(e).split())
         print(f"export: error: {message}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from transformers import (
     LlamaForCausalLM,
 )
 
+from gptlab.checkpoints import load_gpt
 from gptlab.export import (
     check_exportable,
     export_hf,
@@ -262,9 +264,7 @@ def test_init_from_hf_names_each_mismatch(tmp_path: Path) -> None:
 def test_import_of_transformers_own_checkpoint(arch: str, tmp_path: Path) -> None:
     torch.manual_seed(3)
     if arch == "gpt2":
-        hf = GPT2LMHeadModel(
-            GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=64)
-        )
+        hf = GPT2LMHeadModel(GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=64))
     else:
         llama = LlamaConfig(
             vocab_size=256,
@@ -310,9 +310,7 @@ def test_load_hf_errors_are_clear(tmp_path: Path) -> None:
         load_hf(tmp_path / "empty")
     (tmp_path / "bert").mkdir()
     (tmp_path / "bert" / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    with pytest.raises(
-        ValueError, match="model_type='bert' is not supported; accepted: llama, gpt2"
-    ):
+    with pytest.raises(ValueError, match="model_type='bert' is not supported; accepted: llama, gpt2"):
         load_hf(tmp_path / "bert")
     out = Path(export_hf(make_model({}), tmp_path / "out"))
     (out / "model.safetensors").unlink()
@@ -353,9 +351,7 @@ def test_load_hf_names_missing_wrong_and_extra_tensors(tmp_path: Path) -> None:
         ({"hidden_size": None}, "'hidden_size' is missing"),
     ],
 )
-def test_load_hf_refuses_what_gptlab_cannot_run(
-    changes: dict[str, Any], named: str, tmp_path: Path
-) -> None:
+def test_load_hf_refuses_what_gptlab_cannot_run(changes: dict[str, Any], named: str, tmp_path: Path) -> None:
     out = Path(export_hf(make_model({}), tmp_path / "out"))
     config = json.loads((out / "config.json").read_text()) | changes
     (out / "config.json").write_text(json.dumps(config))
@@ -405,18 +401,14 @@ def lightning_checkpoint(tmp_path: Path, overrides: dict[str, Any]) -> tuple[Pat
 
 def test_lightning_checkpoint_loads_and_exports(tmp_path: Path) -> None:
     path, trained = lightning_checkpoint(tmp_path, {"tie_embeddings": False})
-    model = load_gpt_from_lightning_ckpt(path)
+    model = load_gpt(path)
     assert model.cfg == trained.cfg and not model.training
+    # the export module's name for it is the same loader, not a second copy
+    torch.testing.assert_close(load_gpt_from_lightning_ckpt(path).state_dict(), model.state_dict())
     idx = tokens()
     with torch.no_grad():
         torch.testing.assert_close(model(idx), trained(idx), rtol=0, atol=0)
-    result = subprocess.run(
-        [sys.executable, "scripts/export.py", f"ckpt_path={path}", f"out_dir={tmp_path / 'hf'}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr
+    assert export_cli().main([f"ckpt_path={path}", f"out_dir={tmp_path / 'hf'}"]) == 0
     hf = load_transformers(tmp_path / "hf")
     with torch.no_grad():
         torch.testing.assert_close(hf(idx).logits, trained(idx), rtol=0, atol=ATOL_HF)
@@ -427,7 +419,7 @@ def test_consolidated_checkpoint_loads(tmp_path: Path) -> None:
     model = make_model({})
     state = {k: v.clone() for k, v in model.state_dict().items()}
     torch.save({"model_config": model.cfg.to_dict(), "state_dict": state}, tmp_path / "c.pt")
-    loaded = load_gpt_from_lightning_ckpt(tmp_path / "c.pt")
+    loaded = load_gpt(tmp_path / "c.pt")
     idx = tokens()
     with torch.no_grad():
         torch.testing.assert_close(loaded(idx), model(idx), rtol=0, atol=0)
@@ -437,15 +429,28 @@ def test_lightning_checkpoint_with_non_plain_config_is_explained(tmp_path: Path)
     cfg = GPTConfig(**SMALL)
     state = {f"model.{k}": v for k, v in GPT(cfg).state_dict().items()}
     torch.save({"state_dict": state, "hyper_parameters": {"model": cfg}}, tmp_path / "x.ckpt")
+    # refused by torch.load(weights_only=True) itself: the message names the file (and the class)
+    with pytest.raises(ValueError, match=r"x\.ckpt.*(GPTConfig|not a readable checkpoint)"):
+        load_gpt(tmp_path / "x.ckpt")
+    torch.save({"state_dict": state, "hyper_parameters": {"model": [1, 2]}}, tmp_path / "w.ckpt")
     with pytest.raises(ValueError, match="plain dict"):
-        load_gpt_from_lightning_ckpt(tmp_path / "x.ckpt")
+        load_gpt(tmp_path / "w.ckpt")
     torch.save({"state_dict": state, "hyper_parameters": {}}, tmp_path / "y.ckpt")
     with pytest.raises(ValueError, match=r"hyper_parameters\['model'\]"):
-        load_gpt_from_lightning_ckpt(tmp_path / "y.ckpt")
+        load_gpt(tmp_path / "y.ckpt")
     del state["model.blocks.0.attn.q_proj.weight"]
     torch.save({"state_dict": state, "hyper_parameters": {"model": cfg.to_dict()}}, tmp_path / "z")
     with pytest.raises(ValueError, match=r"missing: blocks\.0\.attn\.q_proj\.weight"):
-        load_gpt_from_lightning_ckpt(tmp_path / "z")
+        load_gpt(tmp_path / "z")
+
+
+def export_cli() -> Any:
+    """scripts/export.py imported as a module, to call its main() without starting a process."""
+    spec = importlib.util.spec_from_file_location("gptlab_export_cli", REPO / "scripts" / "export.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize(
@@ -457,16 +462,14 @@ def test_lightning_checkpoint_with_non_plain_config_is_explained(tmp_path: Path)
         (["ckpt_path"], "is not key=value"),
     ],
 )
-def test_cli_errors_are_one_line_and_exit_2(args: list[str], expected: str, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "export.py"), *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and expected in lines[0], result.stderr
+def test_cli_errors_are_one_line_and_exit_2(
+    args: list[str], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert export_cli().main(args) == 2  # in-process: the script's own run is tested below
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], lines
+    assert not (tmp_path / "x").exists()
 
 
 def test_cli_reports_an_unreadable_checkpoint(tmp_path: Path) -> None:
@@ -478,4 +481,4 @@ def test_cli_reports_an_unreadable_checkpoint(tmp_path: Path) -> None:
         text=True,
     )
     assert result.returncode == 2 and not (tmp_path / "x").exists()
-    assert result.stderr.count("\n") == 1 and "could not be loaded" in result.stderr
+    assert result.stderr.count("\n") == 1 and "junk.ckpt" in result.stderr and "checkpoint" in result.stderr

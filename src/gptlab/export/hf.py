@@ -14,7 +14,7 @@ import pickle
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -117,8 +117,7 @@ def check_exportable(cfg: GPTConfig) -> str:
     )
     other = GPT2 if near == LLAMA else LLAMA
     reasons = "; ".join(
-        f"model.{name}={value!r} cannot be expressed by {ARCHITECTURES[near]} ({why}); "
-        f"accepted: {want!r}"
+        f"model.{name}={value!r} cannot be expressed by {ARCHITECTURES[near]} ({why}); accepted: {want!r}"
         for name, value, want, why in misses[near]
     )
     needs = ", ".join(f"{name}={want!r}" for name, _, want, _ in misses[other])
@@ -282,6 +281,16 @@ def _special_tokens(tokenizer_json: Path | None) -> dict[str, tuple[str, int]]:
     return found
 
 
+def _gptlab_tokenizer_name(tokenizer_json: Path) -> str | None:
+    """The gptlab tokenizer name in the tokenizer_config.json beside a tokenizer.json, if any."""
+    config = tokenizer_json.parent / "tokenizer_config.json"
+    try:
+        name = json.loads(config.read_text()).get("gptlab_name") if config.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
 def _hf_config(
     cfg: GPTConfig, kind: str, dtype: torch.dtype, bos: int | None, eos: int | None
 ) -> dict[str, Any]:
@@ -376,15 +385,18 @@ def export_hf(model: GPT, out_dir: str | Path, tokenizer_dir: str | Path | None 
     hf_cfg = _hf_config(cfg, kind, ours["tok_emb.weight"].dtype, bos, eos)
     (out / "config.json").write_text(json.dumps(hf_cfg, indent=2, sort_keys=True) + "\n")
     if tokenizer_json is not None:
-        shutil.copyfile(tokenizer_json, out / "tokenizer.json")
-        if not (out / "tokenizer_config.json").exists():
-            # Without it AutoTokenizer would pick the model's own tokenizer class and its habits
-            # (e.g. Llama's added BOS); the generic class reproduces gptlab's tokenizer as trained.
-            tok_cfg = {
-                "tokenizer_class": "PreTrainedTokenizerFast",
-                "model_max_length": cfg.block_size,
-            } | {f"{role}_token": token for role, (token, _) in special.items()}
-            (out / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2) + "\n")
+        if tokenizer_json.resolve() != (out / "tokenizer.json").resolve():
+            shutil.copyfile(tokenizer_json, out / "tokenizer.json")
+        # Without it AutoTokenizer would pick the model's own tokenizer class and its habits
+        # (e.g. Llama's added BOS); the generic class reproduces gptlab's tokenizer as trained.
+        tok_cfg = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "model_max_length": cfg.block_size,
+        } | {f"{role}_token": token for role, (token, _) in special.items()}
+        name = _gptlab_tokenizer_name(tokenizer_json)
+        if name is not None:  # lets gptlab reload a byte tokenizer as bytes, a BPE by its name
+            tok_cfg["gptlab_name"] = name
+        (out / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2) + "\n")
     log.info("exported %s as %s to %s", type(model).__name__, ARCHITECTURES[kind], out)
     return str(out)
 
@@ -528,9 +540,7 @@ def _read_weights(root: Path) -> dict[str, torch.Tensor]:
     """All tensors of a local HF directory: safetensors or torch .bin, single file or sharded."""
     name = next((n for n in _WEIGHT_FILES if (root / n).is_file()), None)
     if name is None:
-        raise FileNotFoundError(
-            f"{root} holds no weights; expected one of {', '.join(_WEIGHT_FILES)}"
-        )
+        raise FileNotFoundError(f"{root} holds no weights; expected one of {', '.join(_WEIGHT_FILES)}")
     if name.endswith(".index.json"):
         weight_map = json.loads((root / name).read_text()).get("weight_map") or {}
         if not weight_map:
@@ -568,8 +578,7 @@ def _state_dict_from_hf(
     base = _BASE_PREFIX[kind]
     # Checkpoints saved from the bare model (e.g. the original 'gpt2') lack the base prefix.
     hf = {
-        (k if k.startswith(base) or k.startswith("lm_head.") else base + k): v
-        for k, v in hf_tensors.items()
+        (k if k.startswith(base) or k.startswith("lm_head.") else base + k): v for k, v in hf_tensors.items()
     }
     expected = _gptlab_shapes(cfg)
     out: dict[str, torch.Tensor] = {}
@@ -600,8 +609,7 @@ def _state_dict_from_hf(
         problems.append(f"unexpected tensors: {_short(extra)}")
     if problems:
         raise ValueError(
-            f"{where}: the weights do not match config.json ({ARCHITECTURES[kind]}); "
-            + "; ".join(problems)
+            f"{where}: the weights do not match config.json ({ARCHITECTURES[kind]}); " + "; ".join(problems)
         )
     if cfg.tie_embeddings:
         out["lm_head.weight"] = out["tok_emb.weight"]
@@ -649,6 +657,28 @@ def load_hf(path: str | Path) -> tuple[GPTConfig, dict[str, torch.Tensor]]:
     """Read a local Llama or GPT-2 directory as a GPTConfig and a state_dict in gptlab's names."""
     cfg, kind, root = _read_hf_config(path)
     return cfg, _state_dict_from_hf(_read_weights(root), cfg, kind, root)
+
+
+def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None) -> GPTConfig:
+    """The config to train from a HF checkpoint: its architecture, `base`'s context and dropout.
+
+    The checkpoint's embeddings are never resized, so its vocabulary must already hold every id of
+    the tokenizer (`vocab_size`); a larger one is fine (the extra rows are never indexed).
+    """
+    hf_cfg = load_hf_config(path)
+    if vocab_size is not None and hf_cfg.vocab_size < vocab_size:
+        raise ValueError(
+            f"model.init_from={str(path)!r} has vocab_size={hf_cfg.vocab_size}, fewer than the "
+            f"{vocab_size} ids of the data's tokenizer; a checkpoint's embeddings are never "
+            "resized: train with the tokenizer it was trained with (data.tokenizer=pretrained "
+            f"data.tokenizer_path=<its tokenizer.json>) or one of at most {hf_cfg.vocab_size} ids"
+        )
+    if hf_cfg.pos_emb == "learned" and base.block_size > hf_cfg.block_size:
+        raise ValueError(
+            f"model.block_size={base.block_size} exceeds the {hf_cfg.block_size} learned "
+            f"positions of model.init_from={str(path)!r}; accepted: 1..{hf_cfg.block_size}"
+        )
+    return replace(hf_cfg, block_size=base.block_size, dropout=base.dropout, init_from=str(path))
 
 
 def init_from_hf(model: GPT, path: str | Path) -> None:
@@ -702,68 +732,7 @@ def gpt_from_hf(path: str | Path) -> GPT:
 
 
 def load_gpt_from_lightning_ckpt(path: str | Path) -> GPT:
-    """The GPT in a gptlab Lightning .ckpt (config: hyper_parameters['model']), in eval mode."""
-    ckpt_path = Path(path)
-    if not ckpt_path.exists():
-        raise FileNotFoundError(f"ckpt_path={str(ckpt_path)!r} does not exist")
-    if ckpt_path.is_dir():
-        raise ValueError(
-            f"ckpt_path={str(ckpt_path)!r} is a directory (a sharded distributed checkpoint?); "
-            "accepted: a single-file Lightning .ckpt"
-        )
-    try:
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError) as e:
-        reason = _load_error(e)
-        hint = (
-            "; the checkpoint holds objects safe loading refuses, e.g. hyper_parameters that "
-            "are a DictConfig or dataclass: the model config must be saved as a plain dict"
-            if "Unsupported global" in reason
-            else " (truncated, corrupted, or not a torch checkpoint?)"
-        )
-        raise ValueError(
-            f"{ckpt_path} could not be loaded with torch.load(weights_only=True): {reason}{hint}"
-        ) from e
-    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), Mapping):
-        raise ValueError(f"{ckpt_path} is not a Lightning checkpoint: no 'state_dict'")
-    # A consolidated file (from an FSDP run) holds the bare GPT's state_dict and 'model_config'.
-    consolidated = "model_config" in ckpt and "hyper_parameters" not in ckpt
-    where = "model_config" if consolidated else "hyper_parameters['model']"
-    hparams = ckpt.get("hyper_parameters")
-    if consolidated:
-        model_hp = ckpt["model_config"]
-    else:
-        model_hp = hparams.get("model") if isinstance(hparams, Mapping) else None
-    if not isinstance(model_hp, Mapping):
-        raise ValueError(
-            f"{ckpt_path}: {where} is {type(model_hp).__name__}, expected the "
-            "GPTConfig as a plain dict (save_hyperparameters with model=cfg.to_dict())"
-        )
-    try:
-        cfg = GPTConfig.from_dict(dict(model_hp))
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{ckpt_path}: {where}: {e}") from e
-    prefix = "" if consolidated else "model."
-    state: dict[str, torch.Tensor] = {}
-    for key, value in ckpt["state_dict"].items():
-        if key.startswith(prefix):
-            # torch.compile wraps the module; its prefix is not part of the model's names
-            state[key.removeprefix(prefix).replace("_orig_mod.", "")] = value
-    if cfg.tie_embeddings and "lm_head.weight" not in state and "tok_emb.weight" in state:
-        state["lm_head.weight"] = state["tok_emb.weight"]
-    expected = _gptlab_shapes(cfg)
-    missing = sorted(set(expected) - set(state))
-    extra = sorted(set(state) - set(expected))
-    wrong = [
-        f"{k} has shape {tuple(state[k].shape)}, expected {expected[k]}"
-        for k in sorted(set(expected) & set(state))
-        if tuple(state[k].shape) != expected[k]
-    ]
-    if missing or extra or wrong:
-        labelled = (("missing", missing), ("unexpected", extra), ("wrong shapes", wrong))
-        problems = [f"{label}: {_short(names)}" for label, names in labelled if names]
-        raise ValueError(f"{ckpt_path}: state_dict does not match {where}; {'; '.join(problems)}")
-    model = GPT(cfg)
-    with torch.no_grad():
-        model.load_state_dict(state, strict=True)
-    return model.eval()
+    """The GPT in a gptlab checkpoint file, in eval mode (delegates to gptlab.checkpoints)."""
+    from gptlab.checkpoints import load_gpt  # lazy: it imports Lightning, export must not need it
+
+    return load_gpt(path)

@@ -82,14 +82,31 @@ def resolve_precision(cfg: TrainConfig, accelerator: str) -> str:
     return "32-true"
 
 
-def model_config(cfg: TrainConfig, vocab_size: int) -> GPTConfig:
-    """The model config with the vocabulary grown to the tokenizer's (never shrunk)."""
+def model_config(cfg: TrainConfig, vocab_size: int, tokenizer: Any = None) -> GPTConfig:
+    """The model config with the vocabulary grown to the tokenizer's (never shrunk).
+
+    With model.init_from, the checkpoint's architecture instead (only block_size and dropout come
+    from model.*); its vocabulary is never resized, so it must hold the tokenizer's ids.
+    """
     model = cfg.model
     if model.init_from:
-        from gptlab.export.hf import load_hf
+        from gptlab.checkpoints import hf_tokenizer_spec, same_tokenizer
+        from gptlab.export.hf import init_config
 
-        hf_cfg, _ = load_hf(model.init_from)
-        model = dataclasses.replace(hf_cfg, dropout=model.dropout, init_from=model.init_from)
+        model = init_config(model.init_from, model, vocab_size)  # reads config.json only
+        shipped = Path(model.init_from) / "tokenizer.json"
+        if tokenizer is not None and shipped.is_file():
+            if not same_tokenizer(hf_tokenizer_spec(model.init_from), tokenizer_spec(tokenizer)):
+                log.warning(
+                    "model.init_from=%s ships a tokenizer.json that differs from the data's "
+                    "tokenizer (%s): its embeddings will see ids they were not trained on; "
+                    "use data.tokenizer=pretrained data.tokenizer_path=%s",
+                    model.init_from,
+                    tokenizer.name,
+                    model.init_from,
+                )
+        log.info("model: the architecture of %s (%s)", model.init_from, model)
+        return model
     if model.vocab_size < vocab_size:
         log.info("model.vocab_size %d → %d to fit the tokenizer", model.vocab_size, vocab_size)
         model = dataclasses.replace(model, vocab_size=vocab_size)
@@ -221,7 +238,7 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = TokenDataModule(cfg.data, block_size=cfg.model.block_size, seed=cfg.seed)
     datamodule.prepare()  # before starting ranks: they find the token file cached
-    model_cfg = model_config(cfg, datamodule.vocab_size)
+    model_cfg = model_config(cfg, datamodule.vocab_size, datamodule.tokenizer)
 
     workers = None
     if devices > 1 and not externally_launched():

@@ -1,0 +1,158 @@
+"""model.init_from=<HF dir>: train.py starts from exactly the exported model; evaluate.py agrees."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gptlab.checkpoints import load_gpt
+from gptlab.config import TrainConfig
+from gptlab.data.config import DataConfig
+from gptlab.data.packing import prepare_tokens
+from gptlab.data.tokenizers import BPETokenizer, ByteTokenizer
+from gptlab.export import export_hf, gpt_from_hf
+from gptlab.model import GPT, GPTConfig
+from gptlab.training.app import model_config
+from tests.interop.helpers import GPT2_SHAPE, REPO, TINY, load_cli, perturbed_gpt
+
+EVALUATE = load_cli("evaluate.py")
+MAX_BYTES = 120_000
+BATCH, VAL_BATCHES = 4, 2
+
+
+def val_loss(model: GPT, cache: Path) -> float:
+    """Mean loss of `model` on the first VAL_BATCHES·BATCH val windows, read from the token file."""
+    packed = prepare_tokens(DataConfig(max_bytes=MAX_BYTES, cache_dir=str(cache)))
+    bs, n = model.cfg.block_size, VAL_BATCHES * BATCH
+    tokens = torch.from_numpy(np.asarray(packed.tokens("val")[: n * bs + 1], dtype=np.int64))
+    windows = torch.stack([tokens[k * bs : (k + 1) * bs + 1] for k in range(n)])
+    with torch.no_grad():
+        logits = model.eval()(windows[:, :-1])
+    return F.cross_entropy(logits.flatten(0, 1), windows[:, 1:].flatten()).item()
+
+
+def train(run_dir: Path, cache: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """A tiny train.py run: two steps at a negligible learning rate, validation at the end."""
+    args = [
+        "model.block_size=64",
+        f"data.batch_size={BATCH}",
+        f"data.max_bytes={MAX_BYTES}",
+        f"data.cache_dir={cache}",
+        "trainer.accelerator=cpu",
+        "trainer.max_steps=2",
+        "trainer.val_check_interval=2",
+        f"trainer.limit_val_batches={VAL_BATCHES}",
+        "trainer.log_every_n_steps=1",
+        "trainer.enable_progress_bar=false",
+        "callbacks.telemetry.enabled=false",
+        "sample.max_new_tokens=0",
+        "logger=csv",
+        "optim.lr=1e-9",  # Adam moves each weight by ~lr per step: the model stays the exported one
+        "optim.min_lr=1e-9",
+        "optim.warmup_steps=0",
+        f"hydra.run.dir={run_dir}",
+        *overrides,
+    ]
+    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    env.pop("LOCAL_RANK", None)
+    return subprocess.run(
+        [sys.executable, str(REPO / "train.py"), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ["llama", "gpt2"])
+def test_train_starts_from_the_exported_model(
+    shape: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, capsys
+) -> None:
+    cache = tmp_path_factory.getbasetemp() / "interop-init-cache"
+    source = perturbed_gpt(GPT2_SHAPE if shape == "gpt2" else {"tie_embeddings": False}, seed=11)
+    hf = Path(export_hf(source, tmp_path / "hf"))
+    run_dir = tmp_path / "run"
+    result = train(run_dir, cache, f"model.init_from={hf}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    final = json.loads((run_dir / "metrics.json").read_text())["final_val_loss"]
+
+    exported = val_loss(gpt_from_hf(hf), cache)
+    torch.manual_seed(0)
+    fresh = val_loss(GPT(source.cfg), cache)  # what a run that ignored init_from would start at
+    assert abs(final - exported) < 1e-4
+    assert abs(fresh - exported) > 0.05  # the check above can tell the two apart
+
+    trained = load_gpt(run_dir / "checkpoints" / "last.ckpt")
+    assert trained.cfg.init_from == str(hf) and trained.cfg.vocab_size == source.cfg.vocab_size
+    for name, tensor in source.state_dict().items():
+        torch.testing.assert_close(trained.state_dict()[name], tensor, rtol=0, atol=1e-6)
+
+    # evaluate.py on the run's checkpoint, same split and batches, reports the run's val/loss
+    data = [f"data.cache_dir={cache}", f"data.max_bytes={MAX_BYTES}"]
+    batches = [f"batch_size={BATCH}", f"max_batches={VAL_BATCHES}"]
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    capsys.readouterr()
+    assert EVALUATE.main([f"ckpt_path={ckpt}", *data, *batches]) == 0
+    out = capsys.readouterr().out
+    loss = float(out.split("\nloss")[1].split()[0])
+    assert loss == pytest.approx(final, abs=1e-5)
+    bpb = float(out.split("\nbpb")[1].split()[0])
+    assert bpb == pytest.approx(loss / math.log(2), abs=1e-5)  # bytes: 1 byte per token
+
+
+def write_hf(tmp_path: Path, overrides: dict[str, Any], tokenizer: Any = None) -> Path:
+    """An exported tiny model, with `tokenizer` shipped beside it when given."""
+    tok_dir = None
+    if tokenizer is not None:
+        tok_dir = tmp_path / "tok"
+        tokenizer.save(tok_dir)
+    return Path(export_hf(perturbed_gpt(overrides), tmp_path / "hf", tok_dir))
+
+
+def test_a_vocabulary_smaller_than_the_tokenizer_is_refused(tmp_path: Path) -> None:
+    hf = write_hf(tmp_path, {"vocab_size": 200})
+    cfg = TrainConfig(model=GPTConfig(init_from=str(hf)))
+    with pytest.raises(ValueError, match=r"vocab_size=200, fewer than the 256 ids"):
+        model_config(cfg, 256, ByteTokenizer())
+
+
+def test_the_checkpoint_architecture_is_kept_and_never_resized(tmp_path: Path) -> None:
+    hf = write_hf(tmp_path, {"vocab_size": 300, "ffn_hidden": 96})
+    cfg = TrainConfig(model=GPTConfig(init_from=str(hf), n_layer=6, block_size=32, dropout=0.1))
+    got = model_config(cfg, 256, ByteTokenizer())
+    want = GPTConfig(**TINY | {"vocab_size": 300, "ffn_hidden": 96})
+    assert (got.vocab_size, got.n_layer, got.hidden_dim) == (300, want.n_layer, 96)
+    assert (got.block_size, got.dropout, got.init_from) == (32, 0.1, str(hf))
+
+
+def test_more_context_than_learned_positions_is_refused(tmp_path: Path) -> None:
+    hf = write_hf(tmp_path, GPT2_SHAPE)
+    cfg = TrainConfig(model=GPTConfig(init_from=str(hf), block_size=128))
+    with pytest.raises(ValueError, match=r"model.block_size=128 exceeds the 64 learned positions"):
+        model_config(cfg, 256, ByteTokenizer())
+
+
+def test_a_different_shipped_tokenizer_is_warned_about(tmp_path: Path, caplog) -> None:
+    texts = ["def f(x):\n    return x * 2\n", "for i in range(10):\n    print(i)\n"] * 30
+    bpe = BPETokenizer.train(texts, 280)
+    hf = write_hf(tmp_path, {"vocab_size": 300}, bpe)
+    cfg = TrainConfig(model=GPTConfig(init_from=str(hf)))
+    with caplog.at_level(logging.WARNING, logger="gptlab"):
+        model_config(cfg, 280, BPETokenizer.from_file(tmp_path / "tok" / "tokenizer.json"))
+    assert not [r for r in caplog.records if "differs" in r.getMessage()]
+    with caplog.at_level(logging.WARNING, logger="gptlab"):
+        model_config(cfg, 256, ByteTokenizer())
+    assert [r for r in caplog.records if "differs from the data's tokenizer" in r.getMessage()]
