@@ -68,6 +68,8 @@ def test_resume_continues_the_step_count(trained: Path, tmp_path: Path) -> None:
     steps = [s for s, _ in column(read_csv_metrics(resumed), "train/loss")]
     assert steps and min(steps) >= 30 and max(steps) == 35
     assert json.loads((resumed / "metrics.json").read_text())["steps"] == 36
+    # 36 is not a validation step: last.ckpt is still written at the end of training
+    assert torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 36
 
 
 @pytest.mark.slow

@@ -37,7 +37,7 @@ def lr_factor(cfg: OptimConfig, max_steps: int) -> Callable[[int], float]:
         raise ValueError(
             f"optim.schedule={cfg.schedule!r} is not accepted; choose one of {', '.join(SCHEDULES)}"
         )
-    floor = cfg.min_lr / cfg.lr
+    floor = cfg.min_lr / cfg.lr if cfg.lr > 0 else 0.0
 
     def factor(step: int) -> float:
         if step < cfg.warmup_steps:

@@ -28,7 +28,8 @@ EXIT_PREEMPTED = 143  # 128 + SIGTERM
 
 
 class PreemptionCheckpoint(L.Callback):
-    """Writes `<dirpath>/last.ckpt` when Lightning stops the fit because of SIGTERM."""
+    """Writes `<dirpath>/last.ckpt` when Lightning stops the fit because of SIGTERM, and at the end of
+    training when the last regular checkpoint (taken at validation) is older than the final step."""
 
     def __init__(self, dirpath: str | Path, filename: str = "last.ckpt") -> None:
         self.path = Path(dirpath) / filename
@@ -46,3 +47,9 @@ class PreemptionCheckpoint(L.Callback):
                 self.path,
                 self.path,
             )
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        regular = trainer.checkpoint_callback
+        if getattr(regular, "_last_global_step_saved", None) == trainer.global_step:
+            return  # ModelCheckpoint already wrote this step
+        trainer.save_checkpoint(self.path, weights_only=False)  # every rank: a collective under FSDP
