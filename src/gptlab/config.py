@@ -33,9 +33,9 @@ class TrainerConfig:
     num_nodes: int = 1
     strategy: str = "auto"  # auto | ddp | fsdp
     precision: str = "auto"  # auto: bf16-mixed on a GPU that has bf16, else 32-true
-    max_steps: int = 600
-    val_check_interval: int = 100
-    limit_val_batches: int = 16
+    max_steps: int = 200  # the default run: a few minutes on 2 CPU cores
+    val_check_interval: int = 50
+    limit_val_batches: int = 8
     log_every_n_steps: int = 10
     accumulate_grad_batches: int = 1
     deterministic: bool = False
@@ -53,7 +53,7 @@ class OptimConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     eps: float = 1e-8
-    warmup_steps: int = 50
+    warmup_steps: int = 20
     schedule: str = "cosine"
     grad_clip: float = 1.0  # max global L2 norm; 0 turns clipping off
 
