@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = [
@@ -50,6 +51,16 @@ def read_csv_metrics(run_dir: Path) -> list[dict[str, str]]:
 def column(rows: list[dict[str, str]], name: str) -> list[tuple[int, float]]:
     """(step, value) pairs of one metric, in file order."""
     return [(int(r["step"]), float(r[name])) for r in rows if r.get(name)]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """In-process tests run tiny models: intra-op threads only add overhead (5× slower when the
+    2 cores are shared); subprocess runs keep torch's default."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture

@@ -10,16 +10,6 @@ import torch
 
 from gptlab.model import GPT, GPTConfig
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small ops on a shared 2-core machine: intra-op threads only add contention (5× slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 L, D = 12, 256  # 65k+ entries per matrix: a std estimate good to ~0.3%, far inside the 5% tolerance
 
 # The recipe, hard-coded here rather than taken from gptlab.model.init.recipe:

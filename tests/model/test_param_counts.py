@@ -10,16 +10,6 @@ import torch
 from gptlab.analysis.params import param_report
 from gptlab.model import GPT, GPTConfig
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small ops on a shared 2-core machine: intra-op threads only add contention (5× slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 PLACEMENTS = ("pre", "post", "sandwich", "deepnorm")
 NORMS = ("rmsnorm", "layernorm")
 FFNS = ("swiglu", "geglu", "reglu", "gelu", "gelu_tanh", "relu")

@@ -11,15 +11,6 @@ import torch
 from gptlab.model import GPT, GPTConfig
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small ops on a shared 2-core machine: intra-op threads only add contention (5× slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def cfg(tie: bool = True, **kw) -> GPTConfig:
     base = dict(vocab_size=64, block_size=16, n_layer=2, n_head=4, n_embd=32, tie_embeddings=tie)
     return GPTConfig(**(base | kw))

@@ -11,20 +11,9 @@ from __future__ import annotations
 
 import functools
 
-import pytest
 import torch
 
 from gptlab.model import GPT, GPTConfig
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small ops on a shared 2-core machine: intra-op threads only add contention (5× slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 DEPTHS = (2, 8, 32)
 V, B, T = 256, 8, 64
