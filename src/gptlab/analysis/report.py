@@ -429,8 +429,8 @@ def make_figures(jobs: Sequence[Job], keys: Sequence[str], out: Path) -> list[tu
         line_keys = others[:-1] if panel_key else others
         panels: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
         for j in jobs:
-            if j.metrics is None:
-                continue
+            if j.status not in ("finished", "diverged", "failed"):
+                continue  # running, killed or preempted: its last val loss is not a final one
             xv = _num(j.values.get(x, ""))
             if xv is None:
                 continue
@@ -438,7 +438,9 @@ def make_figures(jobs: Sequence[Job], keys: Sequence[str], out: Path) -> list[tu
             if y is None:  # still running, killed or failed before validating: nothing to plot
                 continue
             panel = f"{panel_key}={j.values.get(panel_key, '?')}" if panel_key else "all jobs"
-            xs, ys = panels.setdefault(panel, {}).setdefault(label(j, line_keys) or "jobs", ([], []))
+            xs, ys = panels.setdefault(panel, {}).setdefault(
+                label(j, line_keys) if line_keys else "all jobs", ([], [])
+            )
             xs.append(xv)
             ys.append(y)
         for series in panels.values():
