@@ -21,7 +21,7 @@ from gptlab.analysis.bench import (
 )
 from tests.conftest import run_script
 
-COLUMNS = ("variant", "tokens/s", "step ms", "p50 ms", "MFU", "peak mem")
+COLUMNS = ("variant", "tokens/s", "step ms", "p50 ms", "MFU", "peak mem", "faults/step", "CPU ms/step")
 
 
 def test_parse_args_splits_bench_options_from_hydra_overrides() -> None:
@@ -93,11 +93,17 @@ def _result() -> BenchResult:
         peak_source="measured",
         peak_samples=[1e6],
     )
-    # round 0: bare 1.0 s, lightning 1.02 s, telemetry 1.0404 s for 2 steps of 100 tokens
+    # wall: bare 1.0 s, lightning 1.02 s, telemetry 1.0404 s for 2 steps of 100 tokens; CPU time:
+    # 0.9 s for all three (the wall-clock difference was other processes taking the core)
     for k, scale in ((0, 1.0), (1, 2.0)):  # round 1: the machine was twice as slow for everyone
         for variant, window in ((BARE, 1.0), (LIGHTNING, 1.02), ("lightning+telemetry/10", 1.0404)):
             w = window * scale
-            r.runs.append(Run(variant, k, [w / 2, w / 2], w, 1 << 20))
+            hooks = (
+                0.0045 * scale if variant == "lightning+telemetry/10" else 0.0
+            )  # 0.5% of a step (median of rounds)
+            r.runs.append(
+                Run(variant, k, [w / 2, w / 2], w, 1 << 20, cpu_window=0.9 * scale, hook_seconds=hooks)
+            )
     r.loader_batches_per_sec = 400.0
     return r
 
@@ -105,15 +111,34 @@ def _result() -> BenchResult:
 def test_table_reports_paired_ratios_and_overheads() -> None:
     r = _result()
     assert r.paired(LIGHTNING, BARE) == pytest.approx([1 / 1.02, 1 / 1.02])  # pairing cancels the 2×
+    assert r.paired(LIGHTNING, BARE, "cpu") == pytest.approx([1.0, 1.0])
     table = format_table(r)
     for col in COLUMNS:
         assert col in table
-    assert "lightning / bare, tokens/s: 0.980" in table and "meets target" in table
-    assert "telemetry every 10 step(s): +2.0%" in table and "MISSES target" in table
+    # on a CPU the verdict goes by CPU time; wall time is shown beside it
+    assert "lightning / bare, tokens/s (cpu): 1.000 [per round 1.000–1.000] (target >= 0.97: meets" in table
+    assert "lightning / bare, tokens/s (wall): 0.980 [per round 0.980–0.980]\n" in table
+    assert "telemetry every 10 step(s) (wall): +2.0%" in table
+    assert (
+        "telemetry every 10 step(s) (cpu): +0.0% step time vs none [per round +0.0%–+0.0%] (target" in table
+    )
+    assert (
+        "telemetry every 10 step(s), its hooks' own CPU time: 3.37 ms/step = 0.50% of the "
+        "telemetry-off step (cpu) (target <= 1%: meets target)"
+    ) in table
     assert "6·N + 12·L·T·d = 6·100 + 12·2·4·8 = 1,000" in table
     assert "the tied head matrix kept" in table
     assert "400.0 batches/s" in table
     json.dumps(r.to_dict())  # what bench.json writes
+
+
+def test_gpu_verdicts_use_wall_time() -> None:
+    r = _result()
+    r.setup["device"] = "NVIDIA H200"
+    table = format_table(r)
+    assert "(cpu)" not in table and "CPU ms/step" not in table
+    assert "lightning / bare, tokens/s (wall): 0.980 [per round 0.980–0.980] (target >= 0.97: meets" in table
+    assert "telemetry every 10 step(s) (wall): +2.0%" in table and "MISSES target" in table
 
 
 @pytest.mark.slow
@@ -143,7 +168,7 @@ def test_bench_cli_runs_two_steps_and_prints_the_table(tmp_path: Path, cache_dir
         assert col in proc.stdout
     for variant in (BARE, LIGHTNING, "lightning+telemetry/10", "lightning+telemetry/1"):
         assert f"\n{variant} " in proc.stdout
-    assert "lightning / bare, tokens/s:" in proc.stdout
+    assert "lightning / bare, tokens/s (cpu):" in proc.stdout and "CPU ms/step" in proc.stdout
     assert "tokenize configured corpus" in proc.stdout and "DataLoader alone" in proc.stdout
     data = json.loads(out.read_text())
     assert all(len(run["step_times"]) == 2 for run in data["runs"])

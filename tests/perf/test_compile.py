@@ -48,8 +48,8 @@ def test_compiled_blocks_match_eager_and_train_under_lightning(tmp_path: Path, c
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(torch.nn.Module, "compile", spy)
-        times, window = lightning_run(
+        timing = lightning_run(
             cfg, model_config(cfg, dm.vocab_size), torch.device("cpu"), "cpu", None, 1, 1, tmp_path
         )
     assert seen == ["Block", "Block"]  # configure_model → parallelize → compile_blocks
-    assert len(times) == 1 and window > 0
+    assert len(timing.step_times) == 1 and timing.window > 0
