@@ -33,8 +33,8 @@ class TrainerConfig:
     num_nodes: int = 1
     strategy: str = "auto"  # auto | ddp | fsdp
     precision: str = "auto"  # auto: bf16-mixed on a GPU that has bf16, else 32-true
-    max_steps: int = 200  # the default run: a few minutes on 2 CPU cores
-    val_check_interval: int = 50
+    max_steps: int = 500  # the default run: about 3 minutes on 2 CPU cores
+    val_check_interval: int = 100
     limit_val_batches: int = 8
     log_every_n_steps: int = 10
     accumulate_grad_batches: int = 1
