@@ -89,8 +89,9 @@ def _grid(n: int, ncols: int, width: float, height: float) -> tuple[plt.Figure, 
     """A figure of n panels in rows of ncols, returned as a flat list (unused panels hidden)."""
     ncols = max(1, min(ncols, n))
     nrows = max(1, math.ceil(n / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, layout="constrained"
+    )
     flat = [ax for row in axes for ax in row]
     for ax in flat[n:]:
         ax.set_visible(False)
@@ -166,11 +167,26 @@ def curve_panels(
             pts = [(a, b) for a, b in zip(x, y, strict=True) if math.isfinite(b)]
             bad = [a for a, b in zip(x, y, strict=True) if not math.isfinite(b)]
             use_markers = markers if markers is not None else len(x) < 12
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, label=name,
-                    marker="o" if use_markers else None, markersize=4)
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                style,
+                color=color,
+                label=name,
+                marker="o" if use_markers else None,
+                markersize=4,
+            )
             if bad:
-                ax.plot(bad, [0.97] * len(bad), "x", color="red", markersize=9, mew=2,
-                        transform=ax.get_xaxis_transform(), label=None if crossed else crosses_label)
+                ax.plot(
+                    bad,
+                    [0.97] * len(bad),
+                    "x",
+                    color="red",
+                    markersize=9,
+                    mew=2,
+                    transform=ax.get_xaxis_transform(),
+                    label=None if crossed else crosses_label,
+                )
                 crossed = True
             if dots and name in dots.get(panel, {}):
                 dx, dy = dots[panel][name]

@@ -194,8 +194,13 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
 
         t = cfg.callbacks.telemetry
         callbacks.append(
-            LayerTelemetry(every=every, act_rms=t.act_rms, figures=t.figures, run_dir=run_dir,
-                           grad_clip=cfg.optim.grad_clip)
+            LayerTelemetry(
+                every=every,
+                act_rms=t.act_rms,
+                figures=t.figures,
+                run_dir=run_dir,
+                grad_clip=cfg.optim.grad_clip,
+            )
         )
     return callbacks
 
@@ -266,11 +271,16 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
         loggers = build_loggers(
             logger_cfg, run_dir, run_name(cfg), OmegaConf.to_container(raw, resolve=True), rank
         )
-        summary = RunSummary(run_dir, extra={"num_params": module.model.num_params(),
-                                             "run_name": run_name(cfg),
-                                             "overrides": job_overrides(),
-                                             "group": logger_cfg.group,
-                                             "tags": logger_cfg.tags})
+        summary = RunSummary(
+            run_dir,
+            extra={
+                "num_params": module.model.num_params(),
+                "run_name": run_name(cfg),
+                "overrides": job_overrides(),
+                "group": logger_cfg.group,
+                "tags": logger_cfg.tags,
+            },
+        )
         trainer = build_trainer(
             cfg, accelerator, devices, run_dir, loggers, build_callbacks(cfg, run_dir, summary)
         )
@@ -288,8 +298,12 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
         result = summary.write(trainer, "finished", sample=sample)
         if trainer.global_rank == 0:
             log.info("sample:\n%s", sample)
-            log.info("final val loss %s, best %s; outputs in %s",
-                     result["final_val_loss"], result["best_val_loss"], run_dir)
+            log.info(
+                "final val loss %s, best %s; outputs in %s",
+                result["final_val_loss"],
+                result["best_val_loss"],
+                run_dir,
+            )
         finish_wandb(loggers)
         if workers is not None:
             workers.join()

@@ -115,9 +115,7 @@ class GPTLightningModule(L.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         opt = build_adamw(self.model, self.optim_cfg, self.device.type)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            opt, lr_factor(self.optim_cfg, self.trainer.max_steps)
-        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(self.optim_cfg, self.trainer.max_steps))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, *args: Any, **kw: Any) -> None:

@@ -138,7 +138,9 @@ class LayerTelemetry(L.Callback):
         self._grad_sq = self._group_sq(grads)
         self._before = [_local(p).detach().clone() for p in self.params]
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
         if self._grad_sq is None or self._before is None:
             return
         step = trainer.global_step - 1  # the index of the step just taken, as Lightning logs it
@@ -150,8 +152,14 @@ class LayerTelemetry(L.Callback):
         replicated = 1.0 if self.sharded else 1.0 / world  # DDP replicas: count once in the SUM
         act_keys = sorted(self._acts)
         acts = torch.stack([self._acts[k] for k in act_keys]) if act_keys else self._grad_sq.new_zeros(0)
-        packed = torch.cat([self._grad_sq * replicated, param_sq * replicated, delta_sq * replicated,
-                            acts.to(self._grad_sq.device) / world])
+        packed = torch.cat(
+            [
+                self._grad_sq * replicated,
+                param_sq * replicated,
+                delta_sq * replicated,
+                acts.to(self._grad_sq.device) / world,
+            ]
+        )
         if world > 1 and dist.is_available() and dist.is_initialized():
             dist.all_reduce(packed, op=dist.ReduceOp.SUM)
         values = packed.sqrt().tolist()  # the one host sync, on log steps only
