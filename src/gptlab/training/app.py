@@ -22,12 +22,13 @@ from omegaconf import DictConfig, OmegaConf
 from gptlab.config import TrainConfig
 from gptlab.data.datamodule import TokenDataModule
 from gptlab.data.spec import tokenizer_spec
+from gptlab.errors import USER_ERRORS, exit_with, one_line
 from gptlab.model import GPTConfig
 from gptlab.training.callbacks.nonfinite import EXIT_NONFINITE, NonFiniteError, NonFiniteMonitor
 from gptlab.training.callbacks.preemption import EXIT_PREEMPTED, PreemptionCheckpoint
 from gptlab.training.callbacks.progress import LossProgressBar
 from gptlab.training.callbacks.rng import RNGStateCheckpoint
-from gptlab.training.callbacks.summary import RunSummary
+from gptlab.training.callbacks.summary import RunSummary, write_json_atomic
 from gptlab.training.callbacks.throughput import LogStepThroughput
 from gptlab.training.checkpoint_io import AtomicCheckpointIO
 from gptlab.training.launch import LocalWorkers, externally_launched
@@ -291,7 +292,7 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
             if isinstance(err, SIGTERMException):
                 summary.write(trainer, "preempted", resume_from=str(run_dir / "checkpoints" / "last.ckpt"))
             else:
-                summary.write(trainer, "failed", error=_one_line(err))
+                summary.write(trainer, "failed", error=one_line(err))
             finish_wandb(loggers)
             raise
         sample = generate_sample(cfg, module, datamodule)
@@ -328,18 +329,13 @@ def generate_sample(cfg: TrainConfig, module: GPTLightningModule, datamodule: To
         return ""
     tok = datamodule.tokenizer
     prompt = list(tok.encode(s.prompt))
-    gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
-    model = module.model
-    if module.device.type != "cpu":
-        gen = torch.Generator(device=module.device).manual_seed(cfg.seed)
-    ids = list(sample_tokens(model, prompt, s.max_new_tokens, s.temperature, s.top_k, s.top_p, gen))
+    gen = torch.Generator(device=module.device).manual_seed(cfg.seed)
+    ids = list(sample_tokens(module.model, prompt, s.max_new_tokens, s.temperature, s.top_k, s.top_p, gen))
     return tok.decode(prompt + ids)
 
 
 def run_job(raw: DictConfig) -> float:
     """Hydra's task function; returns the best validation loss (what a sweeper minimises)."""
-    from gptlab.errors import USER_ERRORS, exit_with, one_line
-
     # Lightning adds its own console handler; let its records go through Hydra's (console + file) once
     logging.getLogger("lightning.pytorch").handlers.clear()
     hydra_cfg = HydraConfig.get()
@@ -371,12 +367,6 @@ def run_job(raw: DictConfig) -> float:
         raise
 
 
-def _one_line(err: BaseException) -> str:
-    from gptlab.errors import one_line
-
-    return one_line(err)
-
-
 def write_status(run_dir: Path, status: dict[str, Any], only_over_running: bool = True) -> None:
     """Write metrics.json from rank zero; by default only where no richer record exists yet."""
     if rank_zero_only.rank != 0:
@@ -388,7 +378,4 @@ def write_status(run_dir: Path, status: dict[str, Any], only_over_running: bool 
                 return
         except (OSError, ValueError):
             pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(status) + "\n")
-    os.replace(tmp, path)
+    write_json_atomic(path, status)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from gptlab.config import OptimConfig
 from gptlab.model import GPT, GPTConfig
-from gptlab.training.callbacks.nonfinite import NonFiniteGuard
+from gptlab.training.callbacks.nonfinite import NonFiniteGuard, global_norm
 from gptlab.training.checkpoint_io import check_resumable
 from gptlab.training.optim import build_adamw, lr_factor
 
@@ -35,7 +35,6 @@ class GPTLightningModule(L.LightningModule):
         self.model = GPT(self.model_cfg)
         self.bytes_per_token = bytes_per_token
         self._val_losses: list[torch.Tensor] = []
-        self.last_grad_norm: torch.Tensor | None = None  # pre-clip global norm of the last step
         self.last_loss: torch.Tensor | None = None  # the last training step's loss, on the device
         self.nonfinite = NonFiniteGuard()  # drops the update of a step with NaN/inf gradients
 
@@ -125,15 +124,12 @@ class GPTLightningModule(L.LightningModule):
         (callbacks/nonfinite.py). Under fp16 AMP, GradScaler does that itself.
         """
         if getattr(self.trainer.precision_plugin, "scaler", None) is not None:
-            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
             if self.optim_cfg.grad_clip <= 0:
                 return
-            total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=True)
-            if hasattr(total, "full_tensor"):
-                total = total.full_tensor()
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+            total = global_norm(grads)
         else:
             named = self.model.named_parameters()
             total, grads = self.nonfinite.total_norm(named, optimizer, self.global_step)
         if self.optim_cfg.grad_clip > 0:
             torch.nn.utils.clip_grads_with_norm_(grads, self.optim_cfg.grad_clip, total, foreach=True)
-        self.last_grad_norm = total

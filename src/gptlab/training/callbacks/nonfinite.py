@@ -43,6 +43,12 @@ class NonFiniteError(RuntimeError):
     """Training stopped on a non-finite gradient; the message is one line naming step and layers."""
 
 
+def global_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """Global L2 norm of the gradients; under FSDP2 the partial DTensor total is made whole."""
+    total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=True)
+    return total.full_tensor() if hasattr(total, "full_tensor") else total
+
+
 def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
 
@@ -69,7 +75,7 @@ class NonFiniteGuard:
         norms = torch._foreach_norm([_local(g) for g in grads], 2.0)
         per_param = torch.stack([n.float() for n in norms])  # local shards under FSDP
         if any(hasattr(g, "full_tensor") for g in grads):  # FSDP2: the total must span the shards
-            total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=True).full_tensor()
+            total = global_norm(grads)
         else:
             total = torch.linalg.vector_norm(per_param, 2.0)
         self._record([n for n, _ in params], step, total, per_param)

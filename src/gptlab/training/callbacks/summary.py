@@ -19,6 +19,14 @@ def _scalar(value: Any) -> float | None:
         return None
 
 
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON to a temporary name and rename: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
 class RunSummary(L.Callback):
     """Tracks losses at log/val steps (already host values there) and writes metrics.json at the end."""
 
@@ -77,7 +85,5 @@ class RunSummary(L.Callback):
         """Write metrics.json atomically (rank zero only) and return what was written."""
         data = {**self.summary(trainer, status), **more}
         if trainer.global_rank == 0:
-            tmp = self.path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(data, indent=2, default=str))
-            os.replace(tmp, self.path)
+            write_json_atomic(self.path, data)
         return data
