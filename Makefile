@@ -11,7 +11,7 @@ else
 TORCH_SPEC ?= torch==2.13.0
 endif
 
-.PHONY: install train test test-fast lint format sweep bench report clean
+.PHONY: install train test test-fast lint format sweep bench report mutants clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -46,6 +46,10 @@ bench: install
 
 report: install
 	$(BIN)/python scripts/report.py $(SWEEP)
+
+# Deliberate breakages of src/ the suite must catch (slow; not CI): `make mutants ARGS="--only causal_mask"`
+mutants: install
+	$(BIN)/python scripts/mutation_check.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) outputs multirun .cache

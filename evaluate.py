@@ -1,15 +1,16 @@
 """Loss, perplexity and bits per byte of a checkpoint on a split of the configured data.
 
 python evaluate.py ckpt_path=outputs/.../checkpoints/last.ckpt [data=<preset>] [data.<field>=...]
-    [split=val] [batch_size=<data.batch_size>] [max_batches=<all>] [device=cpu]
+    [split=val] [batch_size=<data.batch_size>] [device=cpu]
 
 ckpt_path: a Lightning .ckpt, a consolidated file or an exported HF directory. The data config is
 composed from conf/ exactly as train.py composes it (the data group and data.* overrides), so the
 same overrides select the same split. Text is tokenized with the checkpoint's own tokenizer: when
 data.tokenizer names another one, the corpus is re-tokenized (and cached) with the checkpoint's.
-Windows are read in order, block_size tokens each, as the training run's validation reads them;
-the loss is the mean over all predicted tokens. With full batches (the usual case) and the same
-batch size and number of batches, it equals the training run's val/loss.
+The windows scored are the ones the training run's validation scores: data.val_windows of them
+(0: all), spread over the whole split, read through the data module's loader and reduced by the
+same code (gptlab.training.validation), so with the run's data overrides the loss equals its
+val/loss. The loss is the mean over every scored token; the batch size does not change it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +29,8 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 SPLITS = ("val", "train")
 USAGE = (
     "usage: python evaluate.py ckpt_path=<.ckpt | consolidated file | HF dir> [data=<preset>] "
-    "[data.<field>=<value> ...] [split=val|train] [batch_size=N] [max_batches=N] [device=cpu]"
+    "[data.<field>=<value> ...] [split=val|train] [batch_size=N] [device=cpu]; "
+    "data.val_windows=N scores N windows spread over the split (0: all)"
 )
 log = logging.getLogger("gptlab.evaluate")
 
@@ -40,8 +41,7 @@ class EvaluateConfig:
 
     ckpt_path: str = "???"
     split: str = "val"
-    batch_size: int | None = None  # None: data.batch_size
-    max_batches: int | None = None  # None: the whole split
+    batch_size: int | None = None  # None: data.batch_size (the loss does not depend on it)
     device: str = "cpu"
 
 
@@ -51,9 +51,14 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     own: list[str] = []
     overrides: list[str] = []
     for arg in argv:
-        key, sep, _ = arg.partition("=")
+        key, sep, value = arg.partition("=")
         if not sep:
             raise ValueError(f"argument {arg!r} is not key=value; {USAGE}")
+        if key == "max_batches":
+            raise ValueError(
+                f"max_batches={value} was replaced by data.val_windows=<windows> (the windows the "
+                "run's validation scores, spread over the split; 0: all), as train.py takes it"
+            )
         if key in own_keys:
             own.append(arg)
         elif key.lstrip("+~") == "data" or key.lstrip("+~").startswith("data."):
@@ -74,10 +79,8 @@ def parse_args(own: list[str]) -> EvaluateConfig:
     cfg: EvaluateConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     if cfg.split not in SPLITS:
         raise ValueError(f"split={cfg.split!r} is not accepted; choose one of {', '.join(SPLITS)}")
-    for name in ("batch_size", "max_batches"):
-        value = getattr(cfg, name)
-        if value is not None and value < 1:
-            raise ValueError(f"{name}={value!r} must be a positive integer (or unset)")
+    if cfg.batch_size is not None and cfg.batch_size < 1:
+        raise ValueError(f"batch_size={cfg.batch_size!r} must be a positive integer (or unset)")
     return cfg
 
 
@@ -132,17 +135,34 @@ def data_for_checkpoint(data: Any, spec: dict[str, Any]) -> Any:
     return dataclasses.replace(data, tokenizer="pretrained", tokenizer_path=str(file))
 
 
-def evaluate(cfg: EvaluateConfig, data_overrides: list[str]) -> dict[str, Any]:
-    """Mean next-token loss over the split's windows, with its perplexity and bits per byte."""
+def score(model: Any, loader: Any, device: Any, desc: str) -> Any:
+    """[Σ token loss, token count] over the loader's (tokens, weight) batches, as validation sums."""
     import torch
-    import torch.nn.functional as F
-    from torch.utils.data import DataLoader
     from tqdm import tqdm
 
+    from gptlab.training.validation import loss_sum_and_count
+
+    totals = torch.zeros(2, dtype=torch.float64)
+    bar = tqdm(loader, total=len(loader), desc=desc, unit="batch", disable=None)
+    with torch.inference_mode():
+        for tokens, weight in bar:
+            totals += loss_sum_and_count(model, tokens.to(device), weight.to(device)).cpu()
+            bar.set_postfix(loss=f"{float(totals[0] / totals[1]):.4f}")
+    bar.close()
+    return totals
+
+
+def evaluate(cfg: EvaluateConfig, data_overrides: list[str]) -> dict[str, Any]:
+    """Mean next-token loss over the split's scored windows, with its perplexity and bits per byte."""
+    import torch
+
     from gptlab.checkpoints import load_checkpoint
-    from gptlab.data.datamodule import TokenDataModule, collate_windows
+    from gptlab.data.datamodule import TokenDataModule
+    from gptlab.training.validation import val_metrics
 
     data = compose_data(data_overrides)
+    if cfg.batch_size is not None:
+        data = dataclasses.replace(data, batch_size=cfg.batch_size)
     try:
         device = torch.device(cfg.device)
     except RuntimeError as e:
@@ -159,38 +179,24 @@ def evaluate(cfg: EvaluateConfig, data_overrides: list[str]) -> dict[str, Any]:
             f"the tokenizer has {packed.meta['vocab_size']} ids but the model only "
             f"{model.cfg.vocab_size}; accepted: a tokenizer of at most {model.cfg.vocab_size} ids"
         )
-    windows = datamodule.dataset(cfg.split)
-    batch_size = cfg.batch_size or data.batch_size
-    loader = DataLoader(windows, batch_size=batch_size, shuffle=False, collate_fn=collate_windows)
-    n_batches = len(loader) if cfg.max_batches is None else min(len(loader), cfg.max_batches)
-    total, count = 0.0, 0
-    bar = tqdm(loader, total=n_batches, desc=f"evaluate {cfg.split}", unit="batch", disable=None)
-    with torch.inference_mode():
-        for i, batch in enumerate(bar):
-            if i >= n_batches:
-                break
-            batch = batch.to(device)
-            logits = model(batch[:, :-1]).float()
-            targets = batch[:, 1:]
-            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum")
-            total += float(loss)
-            count += targets.numel()
-            bar.set_postfix(loss=f"{total / count:.4f}")
-    bar.close()
+    loader = datamodule.eval_dataloader(cfg.split)
+    totals = score(model, loader, device, f"evaluate {cfg.split}")
     meta = packed.meta
     if cfg.split == "val":
         bytes_per_token = float(meta["bytes_per_token"])
     else:
         bytes_per_token = meta["n_bytes"][cfg.split] / max(1, meta["n_tokens"][cfg.split])
-    loss = total / count
+    metrics = val_metrics(totals, bytes_per_token)
     return {
-        "loss": loss,
-        "ppl": math.exp(loss),
-        "bpb": loss / math.log(2) / bytes_per_token,
+        "loss": float(metrics["val/loss"]),
+        "ppl": float(metrics["val/ppl"]),
+        "bpb": float(metrics["val/bpb"]),
         "bytes_per_token": bytes_per_token,
-        "tokens": count,
-        "batches": n_batches,
-        "batch_size": batch_size,
+        "tokens": int(totals[1]),
+        "windows": int(totals[1]) // model.cfg.block_size,
+        "split_windows": len(datamodule.dataset(cfg.split)),
+        "batches": len(loader),
+        "batch_size": data.batch_size,
         "block_size": model.cfg.block_size,
         "tokenizer": packed.tokenizer.name,
         "split": cfg.split,
@@ -203,7 +209,8 @@ def report(cfg: EvaluateConfig, result: dict[str, Any]) -> str:
     return "\n".join(
         [
             f"checkpoint  {cfg.ckpt_path}",
-            f"data        {result['source']} {result['split']}: {result['batches']} batches of "
+            f"data        {result['source']} {result['split']}: {result['windows']} of "
+            f"{result['split_windows']} windows in {result['batches']} batches of "
             f"{result['batch_size']} x {result['block_size']} tokens = {result['tokens']} tokens "
             f"({result['tokenizer']}, {result['bytes_per_token']:.4f} bytes/token)",
             f"loss        {result['loss']:.6f}  nats/token",

@@ -54,7 +54,7 @@ PYEOF
 }
 
 COMMON=(model=gpt2 trainer.accelerator=gpu trainer.devices=1 trainer.precision=bf16-mixed
-  "trainer.max_steps=$STEPS" "trainer.val_check_interval=$STEPS" trainer.limit_val_batches=5
+  "trainer.max_steps=$STEPS" "trainer.val_check_interval=$STEPS" "data.val_windows=$((5 * BATCH))"
   trainer.log_every_n_steps=20 callbacks.telemetry.every_n_steps=100 callbacks.telemetry.figures=false
   "data.batch_size=$BATCH" data.max_bytes=50000000 "data.cache_dir=$OUT/cache"
   sample.max_new_tokens=0 trainer.enable_progress_bar=false logger=csv "compile=$COMPILE"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,12 +36,20 @@ class TrainerConfig:
     precision: str = "auto"  # auto: bf16-mixed on a GPU that has bf16, else 32-true
     max_steps: int = 500  # the default run: about 3 minutes on 2 CPU cores
     val_check_interval: int = 100
-    limit_val_batches: int = 8
     log_every_n_steps: int = 10
     accumulate_grad_batches: int = 1
     deterministic: bool = False
     enable_progress_bar: bool = True
     fsdp: FSDPConfig = field(default_factory=FSDPConfig)
+
+    def __post_init__(self) -> None:
+        # Lightning reads max_steps=-1 as "no limit"; the schedule then has no length to decay over
+        # and every run must end with a validation at a known step: a run is a number of steps
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ValueError(
+                f"trainer.max_steps={self.max_steps!r} is not accepted; give the number of optimizer "
+                "steps, an integer >= 1 (the LR schedule decays over it)"
+            )
 
 
 @dataclass
@@ -56,6 +65,38 @@ class OptimConfig:
     warmup_steps: int = 20
     schedule: str = "cosine"
     grad_clip: float = 1.0  # max global L2 norm; 0 turns clipping off
+
+    def __post_init__(self) -> None:
+        """One line naming the field, before start-up (torch would refuse some of these only later,
+        in its own words, and accept others, such as a negative clip, silently)."""
+        _number("optim.lr", self.lr, ">= 0")
+        _number("optim.min_lr", self.min_lr, ">= 0")
+        _number("optim.weight_decay", self.weight_decay, ">= 0")
+        _number("optim.grad_clip", self.grad_clip, ">= 0 (0 turns clipping off)")
+        _number("optim.eps", self.eps, "> 0", strict=True)
+        for name in ("beta1", "beta2"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 <= value < 1):
+                raise ValueError(f"optim.{name}={value!r} is not accepted; give a number in [0, 1)")
+        if (
+            isinstance(self.warmup_steps, bool)
+            or not isinstance(self.warmup_steps, int)
+            or self.warmup_steps < 0
+        ):
+            raise ValueError(
+                f"optim.warmup_steps={self.warmup_steps!r} is not accepted; give an integer >= 0"
+            )
+        if self.schedule not in SCHEDULES:
+            raise ValueError(
+                f"optim.schedule={self.schedule!r} is not accepted; choose one of {', '.join(SCHEDULES)}"
+            )
+
+
+def _number(field_name: str, value: Any, accepted: str, strict: bool = False) -> None:
+    """A finite number >= 0 (> 0 when strict); NaN and inf are refused too."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (strict and value == 0):
+        raise ValueError(f"{field_name}={value!r} is not accepted; give a finite number {accepted}")
 
 
 @dataclass

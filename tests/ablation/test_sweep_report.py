@@ -25,7 +25,7 @@ SWEEP = [
     "data.max_bytes=300000",
     "trainer.max_steps=4",
     "trainer.val_check_interval=2",
-    "trainer.limit_val_batches=1",
+    "data.val_windows=4",  # 1 batch of 4
     "trainer.log_every_n_steps=1",
     "logger=csv",
 ]

@@ -5,20 +5,32 @@ runs must agree step by step; the telemetry's grad norms are over the global gra
 replicas counted once, FSDP shards summed), so every grad_norm/* column must agree too.
 Differences come only from float32 summation order (one batch of 4 vs two of 2 and an all-reduce):
 ~1e-7 relative at step 0, growing slowly through AdamW; the tolerances leave room for 10 steps.
+
+Validation scores data.val_windows=5 windows spread over the val split: 3 + 2 on two ranks, the
+second padded with a weight-0 window, each rank running the same batches. Every run's val/loss is
+the token mean over those 5 windows; evaluate.py on a run's checkpoint must give that run's final
+val/loss to 1e-6 (one process, the same windows, the same sum / count).
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from tests.interop.helpers import load_cli
 
 from .helpers import (
     BLOCK,
     GLOBAL_BATCH,
     GRAD_CLIP,
+    REPO,
     STEPS,
     Run,
+    env,
     read_metrics,
     series,
     torchrun_job_dir,
@@ -27,6 +39,7 @@ from .helpers import (
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 LOSS_RTOL = 1e-5
 GRAD_RTOL = 1e-4
+VAL_ABS = 1e-6
 
 
 def _compare(reference: Path, other: Path, label: str) -> None:
@@ -71,3 +84,58 @@ def test_ddp_matches_single_process(single_run: Path, sweep_run: Run) -> None:
 def test_fsdp_matches_single_process(single_run: Path, torchrun_run: Run) -> None:
     torchrun_run.check()
     _compare(single_run, torchrun_job_dir(torchrun_run), "fsdp")
+
+
+def _job0(sweep_run: Run) -> Path:
+    return Path(sweep_run.cmd[-1].split("=", 1)[1]) / "0"  # hydra.sweep.dir=<dir>
+
+
+def _layouts(single_run: Path, sweep_run: Run, torchrun_run: Run) -> dict[str, Path]:
+    sweep_run.check()
+    torchrun_run.check()
+    return {"single": single_run, "ddp": _job0(sweep_run), "fsdp": torchrun_job_dir(torchrun_run)}
+
+
+def test_val_loss_is_the_same_on_every_layout(single_run: Path, sweep_run: Run, torchrun_run: Run) -> None:
+    runs = _layouts(single_run, sweep_run, torchrun_run)
+    ref = series(read_metrics(single_run), "val/loss")
+    assert len(ref) >= 2, ref  # validations at steps 4 and 8 (and the end)
+    for label, run_dir in runs.items():
+        got = series(read_metrics(run_dir), "val/loss")
+        assert list(got) == list(ref), label
+        for step, value in ref.items():
+            assert got[step] == pytest.approx(value, abs=VAL_ABS), (label, step, got[step] - value)
+
+
+def _evaluable(label: str, ckpt: Path, out: Path) -> Path:
+    """The checkpoint as evaluate.py reads it: FSDP's sharded directory consolidated first."""
+    if not ckpt.is_dir():
+        return ckpt
+    target = out / f"{label}.pt"
+    cmd = [sys.executable, str(REPO / "scripts" / "consolidate.py"), str(ckpt), str(target)]
+    proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return target
+
+
+def _ckpt_step(ckpt: Path) -> int:
+    state = torch.load(ckpt / "meta.pt" if ckpt.is_dir() else ckpt, weights_only=True, map_location="cpu")
+    return int(state["global_step"])
+
+
+def test_evaluate_py_gives_each_runs_final_val_loss(
+    single_run: Path, sweep_run: Run, torchrun_run: Run, cache: Path, tmp_path: Path
+) -> None:
+    evaluate = load_cli("evaluate.py")
+    data = [f"data.cache_dir={cache}", "data.max_bytes=200000", "data.val_windows=5"]
+    for label, run_dir in _layouts(single_run, sweep_run, torchrun_run).items():
+        ckpt = run_dir / "checkpoints" / "last.ckpt"
+        assert _ckpt_step(ckpt) == STEPS, label
+        val = series(read_metrics(run_dir), "val/loss")
+        final_step = max(val)
+        assert final_step == STEPS - 1, (label, val)  # the final validation, on last.ckpt's weights
+        args = evaluate.parse_args([f"ckpt_path={_evaluable(label, ckpt, tmp_path)}"])
+        got = evaluate.evaluate(args, data)
+        assert got["tokens"] == 5 * BLOCK, label
+        want = val[final_step]
+        assert got["loss"] == pytest.approx(want, abs=VAL_ABS), (label, got["loss"] - want)

@@ -73,6 +73,33 @@ ROWS = [
         r"error: callbacks\.on_nonfinite='ignore' is not accepted; choose one of stop, skip",
     ),
     (
+        "grad_clip_negative",
+        ["optim.grad_clip=-1"],
+        r"error: optim\.grad_clip=-1(\.0)? is not accepted; give a finite number >= 0 "
+        r"\(0 turns clipping off\)",
+    ),
+    (
+        "grad_clip_nan",
+        ["optim.grad_clip=nan"],
+        r"error: optim\.grad_clip=nan is not accepted; give a finite number >= 0 \(0 turns clipping off\)",
+    ),
+    (
+        "grad_clip_inf",
+        ["optim.grad_clip=inf"],
+        r"error: optim\.grad_clip=inf is not accepted; give a finite number >= 0 \(0 turns clipping off\)",
+    ),
+    (
+        "negative_lr",
+        ["optim.lr=-1"],
+        r"error: optim\.lr=-1(\.0)? is not accepted; give a finite number >= 0",
+    ),
+    (
+        "max_steps_unbounded",
+        ["trainer.max_steps=-1"],
+        r"error: trainer\.max_steps=-1 is not accepted; give the number of optimizer steps, an integer "
+        r">= 1 \(the LR schedule decays over it\)",
+    ),
+    (
         "bad_schedule",
         ["optim.schedule=exp"],
         r"error: optim\.schedule='exp' is not accepted; choose one of cosine, linear, constant",
@@ -105,6 +132,18 @@ ROWS = [
         "short_corpus",
         ["data.source=text", "data.path={bad}/short.txt"],
         r"error: data: the train split has \d+ tokens, fewer than block_size\+1=33; .*",
+    ),
+    (
+        "val_windows_beyond_split",
+        ["data.val_windows=100000"],
+        r"error: data\.val_windows=100000 but the val split has only (\d+) windows of block_size=32 tokens; "
+        r"accepted: 0 \(all \1\) to \1",
+    ),
+    (
+        "val_windows_negative",
+        ["data.val_windows=-1"],
+        r"error: data\.val_windows=-1 must be >= 0 \(the number of val windows to score; 0: every window "
+        r"of the val split\)",
     ),
     (
         "ckpt_wrong_shape",

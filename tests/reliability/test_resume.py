@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import lightning as L
@@ -49,7 +50,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> dict[str, Pat
 def test_checkpoint_holds_rng_states_and_loads_weights_only(runs: dict[str, Path]) -> None:
     ckpt = torch.load(runs["crashed"] / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["global_step"] == 4
-    states = ckpt["callbacks"]["RNGStateCheckpoint"]
+    (states,) = ckpt["callbacks"]["RNGStateCheckpoint"]["ranks"]  # one process: one rank's states
     assert {"torch", "numpy", "python"} <= set(states)
     for key in ("optimizer_states", "lr_schedulers", "loops", "hyper_parameters", "state_dict"):
         assert ckpt[key], key
@@ -72,3 +73,19 @@ def test_without_rng_restore_the_losses_differ(
     train_here(resumed, cache, *RUN, f"ckpt_path={runs['crashed'] / 'checkpoints' / 'last.ckpt'}")
     full, again = series(runs["full"], "train/loss"), series(resumed, "train/loss")
     assert any(again[s] != full[s] for s in again)
+
+
+def test_another_world_size_restores_what_it_can(caplog: pytest.LogCaptureFixture) -> None:
+    """Rank r takes entry r; ranks without one keep their seeded state; rank 0 says so in one line."""
+    saved = {"ranks": [{"torch": torch.tensor([r])} for r in range(3)]}
+    legacy = {"torch": torch.tensor([7])}  # flat: written before per-rank states, by rank 0
+    with caplog.at_level(logging.WARNING, logger=rng.__name__):
+        assert rng.own_state(saved, 1, 3)["torch"].item() == 1 and not caplog.records
+        assert rng.own_state(saved, 1, 2)["torch"].item() == 1 and not caplog.records  # rank 0 warns
+        assert rng.own_state(saved, 0, 2)["torch"].item() == 0
+        assert rng.own_state(legacy, 0, 2)["torch"].item() == 7
+        assert rng.own_state(legacy, 1, 2) is None
+    fewer, more = (r.getMessage() for r in caplog.records)
+    assert fewer.endswith("ranks 0-1 restore their own, the states of rank 2 are not used"), fewer
+    assert more.endswith("rank 0 restore their own, rank 1 keep the seeded state"), more
+    assert "\n" not in fewer + more

@@ -336,8 +336,14 @@ def bare_run(
             loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
         loss.backward()
         del logits, loss  # as Lightning's loop does: the next forward can reuse their memory
+        # the Lightning path's work: the global norm every step (its non-finite guard drops a bad
+        # update, with a host read on a non-fused optimizer), then the clip when one is set
+        params = [p for p in model.parameters() if p.grad is not None]
+        total = torch.nn.utils.get_total_norm([p.grad for p in params], foreach=True)
         if clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=True)
+            torch.nn.utils.clip_grads_with_norm_(params, clip, total, foreach=True)
+        if not opt.defaults.get("fused") and not bool(torch.isfinite(total)):
+            opt.zero_grad(set_to_none=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
         schedule.step()
@@ -373,7 +379,6 @@ def lightning_run(
         cfg.trainer,
         max_steps=warmup + steps,
         val_check_interval=warmup + steps,
-        limit_val_batches=0,  # no validation inside the timed window
     )
     cfg = dataclasses.replace(
         cfg,
@@ -399,6 +404,7 @@ def lightning_run(
     timer = StepTimer(device, warmup, steps, hooks)
     callbacks = [*callbacks, timer]
     trainer = build_trainer(cfg, accelerator, 1, run_dir, loggers, callbacks)
+    trainer.limit_val_batches = 0  # no validation inside the timed window (Lightning reads it at fit)
     try:
         trainer.fit(module, datamodule=dm)
     finally:
@@ -503,8 +509,8 @@ def _run_bench(cfg: TrainConfig, opts: BenchOptions, workdir: Path | None) -> Be
     n_flops = meta_model.num_params(exclude_embedding=True)
     fpt = meta_model.flops_per_token(T)
 
-    peak = peak_flops(device)
-    peak_source = "dense bf16 table (callbacks/throughput.py)"
+    peak = peak_flops(device, precision)
+    peak_source = f"dense {precision} table (callbacks/throughput.py)"
     samples: list[float] = []
     if peak is None:
         dtype = torch.float32 if device.type == "cpu" else torch.bfloat16

@@ -24,6 +24,9 @@ class DataConfig:
     bpe_vocab_size: int = 4096
     val_fraction: float = 0.05  # every round(1/val_fraction)-th document goes to validation
     batch_size: int = 16  # per device, per micro-step
+    # windows validation scores, spread over the whole val split; 0: all of them; null: 128, or
+    # all when the split has fewer (an explicit number larger than the split is refused)
+    val_windows: int | None = None
     num_workers: int = 0
     num_proc: int = 2  # processes for datasets.map tokenization
     cache_dir: str = ".cache/gptlab"  # packed token files and trained tokenizers, keyed by fingerprint

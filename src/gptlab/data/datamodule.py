@@ -6,6 +6,12 @@ positions with g % W == r, so the ranks of one micro-step together read exactly 
 process with batch b·W would. Iteration starts at `global_step · accumulate_grad_batches · b · W`,
 read from the (restored) trainer when the loader is iterated, so a resumed run continues the stream
 where the checkpoint left it. The Trainer must run with `use_distributed_sampler=False`.
+
+Validation reads a fixed subset of `data.val_windows` windows spread over the whole val split
+(`val_subset`: one seeded draw per equal stratum), the same whatever the world size, batch size or run
+seed, so every run and evaluate.py score the same windows. Rank r of W reads subset positions
+r, r+W, …, padded with weight-0 windows to ceil(N/W) each, so all ranks run the same number of
+val batches (FSDP2's forward is a collective) and the weighted sums over ranks count each window once.
 """
 
 from __future__ import annotations
@@ -146,17 +152,62 @@ class StreamBatchSampler(Sampler[list[int]]):
             ]
 
 
-class StridedSampler(Sampler[int]):
-    """Windows rank, rank+W, rank+2W, … in order: a deterministic shard of the val split."""
+DEFAULT_VAL_WINDOWS = 128  # data.val_windows=null: this many, or the whole split if it is smaller
+VAL_SUBSET_SEED = 0  # fixed, not the run's seed: runs of every seed are scored on the same windows
+PAD = -1  # a sampler index that reads a dummy window of weight 0
 
-    def __init__(self, n: int, rank: int = 0, world_size: int = 1) -> None:
-        self.indices = range(rank, n, world_size)
+
+def val_subset(n_windows: int, count: int, seed: int = VAL_SUBSET_SEED) -> list[int]:
+    """`count` window indices spread over all n_windows, ascending (0: every window).
+
+    Stratified: stratum i is [⌊i·n/count⌋, ⌊(i+1)·n/count⌋), one uniform draw in each from a
+    generator seeded with `seed`, so the subset covers the split evenly and depends on nothing else.
+    """
+    if count == 0 or count == n_windows:
+        return list(range(n_windows))
+    if not 0 < count <= n_windows:
+        raise ValueError(f"count={count} must be in 0..n_windows={n_windows}")
+    edges = torch.arange(count + 1, dtype=torch.int64) * n_windows // count
+    size = edges[1:] - edges[:-1]  # >= 1 each, since count <= n_windows
+    u = torch.rand(count, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    offset = torch.minimum((u * size).long(), size - 1)
+    return (edges[:-1] + offset).tolist()
+
+
+class ShardedSubsetSampler(Sampler[int]):
+    """Rank r's share of the val subset: positions r, r+W, …, padded with PAD to ceil(N/W) entries."""
+
+    def __init__(self, subset: list[int], rank: int = 0, world_size: int = 1) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} must be in 0..world_size-1 (world_size={world_size})")
+        per_rank = -(-len(subset) // world_size)
+        own = list(subset[rank::world_size])
+        self.indices = own + [PAD] * (per_rank - len(own))
 
     def __len__(self) -> int:
         return len(self.indices)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.indices)
+
+
+class WeightedWindows(Dataset):
+    """(window, weight) pairs of a split: weight 1 for a real window, 0 for PAD (window 0 again)."""
+
+    def __init__(self, windows: TokenWindows) -> None:
+        self.windows = windows
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, k: int) -> tuple[np.ndarray, float]:
+        return (self.windows[0], 0.0) if k == PAD else (self.windows[k], 1.0)
+
+
+def collate_weighted(items: list[tuple[np.ndarray, float]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(LongTensor (B, block_size+1), float weights (B,)): the val batch the module reduces."""
+    windows, weights = zip(*items, strict=True)
+    return collate_windows(list(windows)), torch.tensor(weights, dtype=torch.float32)
 
 
 class ResumableDataLoader(DataLoader):
@@ -181,6 +232,11 @@ class TokenDataModule(L.LightningDataModule):
             raise ValueError(f"data.batch_size={cfg.batch_size!r} must be >= 1")
         if cfg.num_workers < 0:
             raise ValueError(f"data.num_workers={cfg.num_workers!r} must be >= 0")
+        if cfg.val_windows is not None and cfg.val_windows < 0:
+            raise ValueError(
+                f"data.val_windows={cfg.val_windows!r} must be >= 0 "
+                "(the number of val windows to score; 0: every window of the val split)"
+            )
         self.cfg = cfg
         self.block_size = block_size
         self.seed = seed
@@ -211,7 +267,7 @@ class TokenDataModule(L.LightningDataModule):
         if stage in (None, "fit"):
             self.dataset("train")
         if stage in (None, "fit", "validate"):
-            self.dataset("val")
+            self.dataset("val")  # data.val_windows is checked by val_dataloader, before any batch
 
     def dataset(self, split: str) -> TokenWindows:
         """The windows of a split ("train" or "val")."""
@@ -267,11 +323,11 @@ class TokenDataModule(L.LightningDataModule):
             world_size=world,
         )
 
-    def _loader(self, dataset: TokenWindows, **kwargs: Any) -> DataLoader:
+    def _loader(self, dataset: Dataset, collate: Callable = collate_windows, **kwargs: Any) -> DataLoader:
         workers = self.cfg.num_workers
         return ResumableDataLoader(
             dataset,
-            collate_fn=collate_windows,
+            collate_fn=collate,
             num_workers=workers,
             persistent_workers=workers > 0,
             pin_memory=torch.cuda.is_available(),
@@ -283,13 +339,34 @@ class TokenDataModule(L.LightningDataModule):
         self._check_sampler_setting()
         return self._loader(self.dataset("train"), batch_sampler=self.train_sampler())
 
-    def val_dataloader(self) -> DataLoader:
-        """Validation batches: every val window once, in order, sharded by rank."""
-        val = self.dataset("val")
+    def subset(self, split: str = "val") -> list[int]:
+        """The windows validation scores: data.val_windows of them, spread over the whole split."""
+        n = len(self.dataset(split))
+        count = self.cfg.val_windows
+        if count is None:  # the default: a fixed size, capped by small splits
+            count = min(DEFAULT_VAL_WINDOWS, n)
+        if count > n:
+            raise ValueError(
+                f"data.val_windows={count} but the {split} split has only {n} windows of "
+                f"block_size={self.block_size} tokens; accepted: 0 (all {n}) to {n}"
+            )
+        return val_subset(n, count)
+
+    def eval_dataloader(self, split: str = "val") -> DataLoader:
+        """(tokens, weight) batches of this rank's share of the split's subset; every rank gets the
+        same number of batches, padding weighted 0."""
         rank, world = self._dist()
+        sampler = ShardedSubsetSampler(self.subset(split), rank, world)
         return self._loader(
-            val, batch_size=self.cfg.batch_size, sampler=StridedSampler(len(val), rank, world)
+            WeightedWindows(self.dataset(split)),
+            batch_size=self.cfg.batch_size,
+            sampler=sampler,
+            collate=collate_weighted,
         )
+
+    def val_dataloader(self) -> DataLoader:
+        """Validation batches: the val subset, each window once over all ranks (see eval_dataloader)."""
+        return self.eval_dataloader("val")
 
     def decode(self, ids: Iterable[int] | torch.Tensor) -> str:
         """Text of token ids (generation samples)."""

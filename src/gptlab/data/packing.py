@@ -77,9 +77,23 @@ def val_period(val_fraction: float) -> int:
     return max(2, round(1 / val_fraction))
 
 
-def val_mask(n_docs: int, val_fraction: float) -> np.ndarray:
-    """Deterministic document-level split: True where the document is held out for validation."""
-    mask = np.arange(n_docs) % val_period(val_fraction) == 0
+def val_mask(n_docs: int, val_fraction: float, groups: list[str] | None = None) -> np.ndarray:
+    """Deterministic split: True where the document is held out for validation.
+
+    Without groups, document i is val iff i % val_period == 0. With groups (one label per
+    document), the same rule picks groups, numbered in order of first appearance, so every document
+    of a group lands on the same side; a single group falls back to the per-document rule.
+    """
+    period = val_period(val_fraction)
+    units = np.arange(n_docs)
+    if groups is not None:
+        labels = np.asarray(groups, dtype=object)
+        _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+        if len(first) > 1:
+            order = np.empty(len(first), dtype=np.int64)
+            order[np.argsort(first)] = np.arange(len(first))  # group ordinal by first appearance
+            units = order[inverse.reshape(-1)]
+    mask = units % period == 0
     if n_docs and not mask.any():  # cannot happen with the rule above; kept as the contract says
         mask[-1] = True
     return mask
@@ -211,7 +225,8 @@ def _build(cfg: DataConfig, out: Path, fp: str, source_fp: str) -> None:
     docs = load_documents(cfg)
     if len(docs) == 0:
         raise ValueError(f"data.source={cfg.source}: the source has no documents (path={cfg.path})")
-    is_val = val_mask(len(docs), cfg.val_fraction)
+    groups = docs["group"] if "group" in docs.column_names else None
+    is_val = val_mask(len(docs), cfg.val_fraction, groups)
     t1 = time.perf_counter()
     train_docs = docs.select(np.flatnonzero(~is_val)) if len(docs) > 1 else docs
     tokenizer = build_tokenizer(cfg, lambda: _texts(train_docs), source_fp)

@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import sysconfig
 from collections.abc import Iterable, Iterator
@@ -23,6 +24,9 @@ log = logging.getLogger(__name__)
 STDLIB_EXCLUDED_DIRS = frozenset(
     {"site-packages", "test", "tests", "idlelib", "tkinter", "lib2to3", "ensurepip", "__pycache__"}
 )
+# Names the stdlib's train/val rule (split by stdlib_family): change it when the rule changes, so
+# token caches packed under the old rule (every 20th file, families straddling) are not reused.
+STDLIB_SPLIT = "family-v1"
 # Builders `datasets` ships for local files, keyed by file suffix (hub sets given as local copies).
 _BUILDER_BY_SUFFIX = {
     ".txt": "text",
@@ -84,6 +88,19 @@ def stdlib_files() -> tuple[Path, list[Path]]:
         rel_dir = Path(dirpath).relative_to(root)
         found.extend(rel_dir / f for f in filenames if f.endswith(".py"))
     return root, sorted(found, key=lambda p: p.as_posix())
+
+
+def stdlib_family(rel: Path) -> str:
+    """The near-duplicate family of a stdlib file, the unit the train/val split keeps on one side.
+
+    A package is one family (`encodings/cp850.py` and `encodings/cp437.py`, generated codec tables
+    ~96% alike, are both "encodings"); a top-level module joins the modules that share its leading
+    word, underscores and digits ignored (`sre_compile`, `sre_parse` and `sre_constants`, three
+    near-identical shims, are "sre"; `_collections_abc` goes with `collections`).
+    """
+    head = rel.parts[0].removesuffix(".py").lstrip("_")
+    word = re.match(r"[A-Za-z]*", head)
+    return (word.group(0) if word and word.group(0) else head).lower()
 
 
 def _stdlib_texts(root: Path, files: list[Path]) -> Iterator[str]:
@@ -312,15 +329,24 @@ def _text_only(ds: datasets.Dataset, column: str, what: str) -> datasets.Dataset
     return ds.rename_column(column, "text") if column != "text" else ds
 
 
+def _stdlib_documents(max_bytes: int | None) -> datasets.Dataset:
+    """The stdlib files in path order, each with its family in a "group" column (packing splits
+    train/val by group, so near-duplicate files never straddle the split)."""
+    root, files = stdlib_files()
+    texts: Iterable[str] = _stdlib_texts(root, files)
+    if max_bytes is not None:
+        texts = _take_bytes(texts, max_bytes)
+    kept = list(texts)  # a prefix of the files: max_bytes stops early
+    groups = [stdlib_family(f) for f in files[: len(kept)]]
+    return datasets.Dataset.from_dict({"text": kept, "group": groups})
+
+
 def load_documents(cfg: DataConfig) -> datasets.Dataset:
-    """Load the configured corpus as documents in a fixed order, one per row of column "text"."""
+    """Load the configured corpus as documents in a fixed order, one per row of column "text"
+    (pystdlib adds column "group": documents of one group go to the same split)."""
     _check_source(cfg)
     if cfg.source == "pystdlib":
-        root, files = stdlib_files()
-        texts: Iterable[str] = _stdlib_texts(root, files)
-        if cfg.max_bytes is not None:
-            texts = _take_bytes(texts, cfg.max_bytes)
-        ds = datasets.Dataset.from_dict({"text": list(texts)})
+        ds = _stdlib_documents(cfg.max_bytes)
     elif cfg.source == "hub":
         ds = _text_only(_load_hub(cfg), cfg.text_column, f"hub dataset {cfg.name or cfg.path}")
     else:
@@ -346,6 +372,7 @@ def source_fingerprint(cfg: DataConfig) -> str:
         root, files = stdlib_files()
         parts["python"] = sys.version
         parts["files"] = [(f.as_posix(), (root / f).stat().st_size) for f in files]
+        parts["split"] = STDLIB_SPLIT
     elif cfg.source == "hub":
         parts.update(name=cfg.name, subset=cfg.subset, split=cfg.split)
         if cfg.path:

@@ -15,7 +15,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from lightning.fabric.utilities.rank_zero import rank_zero_only
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
@@ -24,6 +24,7 @@ from gptlab.data.datamodule import TokenDataModule
 from gptlab.data.spec import tokenizer_spec
 from gptlab.errors import USER_ERRORS, exit_with, one_line
 from gptlab.model import GPTConfig
+from gptlab.training.callbacks.final_validation import FinalValidation
 from gptlab.training.callbacks.nonfinite import EXIT_NONFINITE, NonFiniteError, NonFiniteMonitor
 from gptlab.training.callbacks.preemption import EXIT_PREEMPTED, PreemptionCheckpoint
 from gptlab.training.callbacks.progress import LossProgressBar
@@ -174,6 +175,7 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
         # before ModelCheckpoint: a bad step stops the run before a checkpoint is written after it
         NonFiniteMonitor(cfg.callbacks.on_nonfinite, every=cfg.trainer.log_every_n_steps),
         LogStepThroughput(every=cfg.trainer.log_every_n_steps),
+        FinalValidation(),  # before ModelCheckpoint's own hooks run on that validation
         ModelCheckpoint(
             dirpath=run_dir / "checkpoints",
             filename="best",
@@ -184,7 +186,6 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
             every_n_train_steps=cfg.callbacks.checkpoint_every_n_steps,
             enable_version_counter=False,
         ),
-        LearningRateMonitor(logging_interval="step"),
         RNGStateCheckpoint(),  # exact resume: dropout draws continue where the checkpoint was
         PreemptionCheckpoint(run_dir / "checkpoints"),  # SIGTERM: save last.ckpt, then exit
     ]
@@ -224,7 +225,7 @@ def build_trainer(
         max_steps=cfg.trainer.max_steps,
         val_check_interval=cfg.trainer.val_check_interval,
         check_val_every_n_epoch=None,
-        limit_val_batches=cfg.trainer.limit_val_batches,
+        limit_val_batches=1.0,  # every batch of the val loader: data.val_windows sizes validation
         log_every_n_steps=cfg.trainer.log_every_n_steps,
         accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
         deterministic=cfg.trainer.deterministic,
@@ -267,7 +268,7 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
             from gptlab.export.hf import init_from_hf
 
             init_from_hf(module.model, model_cfg.init_from)
-        rank = int(os.environ.get("LOCAL_RANK", 0)) + int(os.environ.get("NODE_RANK", 0)) * devices
+        rank = rank_zero_only.rank  # Lightning's global rank, from RANK / LOCAL_RANK / SLURM_PROCID
         logger_cfg = dataclasses.replace(cfg.logger, tags=job_tags(cfg))
         loggers = build_loggers(
             logger_cfg, run_dir, run_name(cfg), OmegaConf.to_container(raw, resolve=True), rank

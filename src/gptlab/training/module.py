@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import lightning as L
@@ -14,6 +13,7 @@ from gptlab.model import GPT, GPTConfig
 from gptlab.training.callbacks.nonfinite import NonFiniteGuard, global_norm
 from gptlab.training.checkpoint_io import check_resumable
 from gptlab.training.optim import build_adamw, lr_factor
+from gptlab.training.validation import loss_sum_and_count, val_metrics
 
 
 class GPTLightningModule(L.LightningModule):
@@ -37,6 +37,9 @@ class GPTLightningModule(L.LightningModule):
         self._val_losses: list[torch.Tensor] = []
         self.last_loss: torch.Tensor | None = None  # the last training step's loss, on the device
         self.nonfinite = NonFiniteGuard()  # drops the update of a step with NaN/inf gradients
+        self.clip_coef: torch.Tensor | None = None  # the factor the last clipped step applied
+        self._step_loss_sum: torch.Tensor | None = None  # this optimizer step's micro-batch losses
+        self._step_lr = 0.0  # the LR of the step in progress
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A checkpoint of another architecture fails here in one line, not in load_state_dict."""
@@ -58,6 +61,7 @@ class GPTLightningModule(L.LightningModule):
         return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
+        self._step_lr = float(self.optimizers().param_groups[0]["lr"])  # a Python float: no sync
         loss = self._loss(batch)
         self.last_loss = loss.detach()  # callbacks/progress.py reads it when the bar redraws
         # not prog_bar=True: Lightning turns progress-bar metrics into Python numbers after every
@@ -65,7 +69,14 @@ class GPTLightningModule(L.LightningModule):
         # ~1 ms of Python (Lightning moves its result state on every call), the step's real work
         # on a small model or a fast GPU.
         if self._logs_now():
-            self.log("train/loss", self._global_loss(loss.detach()))
+            # Lightning writes the value logged at the step's last micro-batch: log the mean of all
+            # of the step's micro-batches (they hold equal token counts) there
+            done = self._step_loss_sum
+            self._step_loss_sum = loss.detach() if done is None else done + loss.detach()
+            accumulate = self.trainer.accumulate_grad_batches
+            if (batch_idx + 1) % accumulate == 0:
+                step_loss, self._step_loss_sum = self._step_loss_sum / accumulate, None
+                self.log("train/loss", self._global_loss(step_loss))
         return loss
 
     def _logs_now(self) -> bool:
@@ -96,21 +107,29 @@ class GPTLightningModule(L.LightningModule):
         # CPU tensors: self.log(<python float>) builds a tensor on self.device, which on a GPU is a
         # blocking host-to-device copy every step; float64 keeps token counts exact past 2^24
         self.log("tokens_seen", torch.tensor(float(tokens), dtype=torch.float64))
-        self.log("lr", torch.tensor(float(self.lr_schedulers().get_last_lr()[0])))
+        # the LR this step's update used: the schedule has already stepped to the next one here
+        self.log("lr", torch.tensor(self._step_lr))
 
-    def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
-        self._val_losses.append(self._loss(batch).detach())
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        """Keep this batch's [Σ token loss, token count]; padding windows weigh 0 (datamodule.py)."""
+        tokens, weight = batch
+        self._val_losses.append(loss_sum_and_count(self.model, tokens, weight).detach())
+
+    def _val_totals(self) -> torch.Tensor:
+        """[Σ loss, count] over this rank's batches, then SUM over ranks: each window counts once."""
+        totals = torch.stack(self._val_losses).sum(dim=0)
+        self._val_losses.clear()
+        if self.trainer.world_size > 1:
+            totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
+        return totals
 
     def on_validation_epoch_end(self) -> None:
         if not self._val_losses:
             return
-        loss = torch.stack(self._val_losses).mean()
-        self._val_losses.clear()
-        loss = self.trainer.strategy.reduce(loss, reduce_op="mean")  # equal shards: mean of means
-        # already reduced; sync_dist only silences Lightning's warning (a mean of equal values)
-        self.log("val/loss", loss, prog_bar=True, sync_dist=True)
-        self.log("val/ppl", torch.exp(loss), sync_dist=True)
-        self.log("val/bpb", loss / math.log(2) / self.bytes_per_token, sync_dist=True)
+        metrics = val_metrics(self._val_totals(), self.bytes_per_token)
+        for name, value in metrics.items():
+            # already global; sync_dist only silences Lightning's warning (max of equal values: exact)
+            self.log(name, value, prog_bar=name == "val/loss", sync_dist=True, reduce_fx="max")
 
     def configure_optimizers(self) -> dict[str, Any]:
         opt = build_adamw(self.model, self.optim_cfg, self.device.type)
@@ -121,15 +140,19 @@ class GPTLightningModule(L.LightningModule):
         """Clip by the global norm (under FSDP2 the total is a partial DTensor: take the full value).
 
         The norm is taken every step, clipping on or off: a non-finite norm drops this step's update
-        (callbacks/nonfinite.py). Under fp16 AMP, GradScaler does that itself.
+        (callbacks/nonfinite.py). Under fp16 AMP, GradScaler does that itself. `clip_coef` keeps the
+        factor applied to the gradients (1 when they were within the bound), on the device; telemetry
+        logs it on log steps.
         """
+        params = [p for p in self.model.parameters() if p.grad is not None]
         if getattr(self.trainer.precision_plugin, "scaler", None) is not None:
             if self.optim_cfg.grad_clip <= 0:
                 return
-            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-            total = global_norm(grads)
+            total = global_norm([p.grad for p in params])
         else:
-            named = self.model.named_parameters()
-            total, grads = self.nonfinite.total_norm(named, optimizer, self.global_step)
-        if self.optim_cfg.grad_clip > 0:
-            torch.nn.utils.clip_grads_with_norm_(grads, self.optim_cfg.grad_clip, total, foreach=True)
+            total, _ = self.nonfinite.total_norm(self.model.named_parameters(), optimizer, self.global_step)
+        if self.optim_cfg.grad_clip > 0 and params:
+            # clip_grads_with_norm_ takes the *parameters* and scales their .grad in place, by
+            # max_norm / (total + 1e-6) clamped to 1 (torch's formula, recomputed here only to log it)
+            torch.nn.utils.clip_grads_with_norm_(params, self.optim_cfg.grad_clip, total, foreach=True)
+            self.clip_coef = torch.clamp(self.optim_cfg.grad_clip / (total.detach() + 1e-6), max=1.0)

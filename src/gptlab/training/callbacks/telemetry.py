@@ -162,9 +162,14 @@ class LayerTelemetry(L.Callback):
         )
         if world > 1 and dist.is_available() and dist.is_initialized():
             dist.all_reduce(packed, op=dist.ReduceOp.SUM)
-        values = packed.sqrt().tolist()  # the one host sync, on log steps only
+        roots = packed.sqrt()
+        coef = getattr(pl_module, "clip_coef", None)  # the factor clipping applied (same on every rank)
+        if self.grad_clip > 0 and coef is not None:
+            roots = torch.cat([roots, coef.detach().reshape(1).to(roots)])
+        values = roots.tolist()  # the one host sync, on log steps only
         n = len(self.groups)
-        grad, param, delta, act = values[:n], values[n : 2 * n], values[2 * n : 3 * n], values[3 * n :]
+        grad, param, delta = values[:n], values[n : 2 * n], values[2 * n : 3 * n]
+        act, applied = values[3 * n : 3 * n + len(act_keys)], values[3 * n + len(act_keys) :]
         metrics: dict[str, float] = {f"grad_norm/{g}": v for g, v in zip(self.groups, grad, strict=True)}
         for g, v in zip(self.groups, param, strict=True):
             if g == "total" or "/" not in g:
@@ -173,8 +178,8 @@ class LayerTelemetry(L.Callback):
             metrics[f"update_ratio/{block}"] = delta[row] / max(param[row], 1e-12)
         metrics.update({f"act_rms/{k}": v for k, v in zip(act_keys, act, strict=True)})
         total = metrics["grad_norm/total"]
-        if self.grad_clip > 0:
-            metrics["grad_norm/clip_coef"] = min(1.0, self.grad_clip / (total + 1e-6))
+        if applied:  # the clipping factor the module applied, not recomputed here
+            metrics["grad_norm/clip_coef"] = applied[0]
         self.last_nonfinite_groups = [
             g for g, v in zip(self.groups, grad, strict=True) if v != v or v in (float("inf"),)
         ]

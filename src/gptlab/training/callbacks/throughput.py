@@ -1,30 +1,77 @@
 """Tokens/s and MFU measured between log steps only, so the hot path has no per-step device sync.
 
 Lightning's ThroughputMonitor synchronises CUDA on every batch and logs nothing for its first
-`window_size` batches; this callback times whole log intervals instead.
+`window_size` batches; this callback times whole log intervals instead. Time spent in validation
+inside an interval is subtracted: it is not training time.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 import lightning as L
 import torch
 
-# Dense bf16 peaks (tensor cores, no sparsity). Lightning's table misses a device named "NVIDIA H200".
-PEAK_BF16_FLOPS = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "L40S": 362e12, "A10G": 125e12}
+log = logging.getLogger(__name__)
+
+# Dense peaks (no sparsity) from NVIDIA's datasheets, per compute type: "bf16" (also fp16), "tf32"
+# (fp32 matmuls on tensor cores, torch's float32_matmul_precision "high"/"medium"), "fp32".
+# Lightning's table (lightning.fabric.utilities.throughput) lists H200 at its sparse 2 PFLOP/s and
+# does not match a device named plainly "NVIDIA H200", hence our own.
+PEAK_FLOPS: dict[str, dict[str, float]] = {
+    "H200 NVL": {"bf16": 835e12, "tf32": 417.5e12, "fp32": 60e12},
+    "H200": {"bf16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},  # SXM
+    "H100 PCIe": {"bf16": 756e12, "tf32": 378e12, "fp32": 51.2e12},
+    "H100 NVL": {"bf16": 835e12, "tf32": 417.5e12, "fp32": 60e12},
+    "H100 SXM": {"bf16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},
+    "A100": {"bf16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
+    "L40S": {"bf16": 362.05e12, "tf32": 183e12, "fp32": 91.6e12},
+}
 
 
-def peak_flops(device: torch.device) -> float | None:
-    """Dense bf16 peak FLOP/s of a known GPU; None elsewhere (the benchmark measures the CPU's)."""
+def chip(device_name: str) -> str | None:
+    """The PEAK_FLOPS row of a CUDA device name; H100s by form factor (PCIe boards report "PCIe"
+    or HBM2e memory, NVL boards "NVL", SXM boards "HBM3"/"SXM" or nothing more)."""
+    name = device_name.lower()
+    if "h200" in name:
+        return "H200 NVL" if "nvl" in name else "H200"
+    if "h100" in name:
+        if "pcie" in name or "hbm2e" in name:
+            return "H100 PCIe"
+        return "H100 NVL" if "nvl" in name else "H100 SXM"
+    for key in ("A100", "L40S"):
+        if key.lower() in name:
+            return key
+    return None
+
+
+def compute_type(precision: str) -> str | None:
+    """What the matmuls of a Lightning precision setting run in: bf16, tf32 or fp32 (None: fp64)."""
+    p = str(precision)
+    if p.startswith(("bf16", "16")):
+        return "bf16"  # fp16 peaks equal bf16 peaks on every chip in the table
+    if p.startswith("32"):
+        return "fp32" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+    return None
+
+
+def peak_flops(device: torch.device, precision: str = "bf16-mixed") -> float | None:
+    """Dense peak FLOP/s of a known GPU for the run's precision; None elsewhere (the benchmark
+    measures a CPU's own matmul peak instead)."""
     if device.type != "cuda":
         return None
-    name = torch.cuda.get_device_name(device)
-    for key, value in PEAK_BF16_FLOPS.items():
-        if key in name:
-            return value
-    return None
+    row = chip(torch.cuda.get_device_name(device))
+    kind = compute_type(precision)
+    if row is None or kind is None:
+        log.warning(
+            "no peak FLOP/s known for %s at precision %s: MFU not logged",
+            torch.cuda.get_device_name(device),
+            precision,
+        )
+        return None
+    return PEAK_FLOPS[row][kind]
 
 
 class LogStepThroughput(L.Callback):
@@ -34,12 +81,28 @@ class LogStepThroughput(L.Callback):
         self.every = max(1, every)
         self._t0: float | None = None
         self._step0 = 0
+        self._paused = 0.0  # seconds of validation inside the current interval
+        self._val_t0: float | None = None
         self.last_tokens_per_sec: float | None = None
         self.flops_per_token: int | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.flops_per_token = pl_module.model.flops_per_token()
-        self._peak = peak_flops(pl_module.device)
+        self._peak = peak_flops(pl_module.device, str(trainer.precision))
+
+    def _now(self, pl_module: L.LightningModule) -> float:
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._t0 is not None:
+            self._val_t0 = self._now(pl_module)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._val_t0 is not None:
+            self._paused += self._now(pl_module) - self._val_t0
+            self._val_t0 = None
 
     def on_train_batch_end(
         self,
@@ -52,14 +115,12 @@ class LogStepThroughput(L.Callback):
         step = trainer.global_step
         if step % self.every != 0 or step == self._step0:
             return
-        if pl_module.device.type == "cuda":
-            torch.cuda.synchronize()
-        now = time.perf_counter()
+        now = self._now(pl_module)
         if self._t0 is not None:  # the first interval includes compilation and warm-up: skip it
             steps = step - self._step0
             tokens = steps * trainer.accumulate_grad_batches * batch.shape[0] * (batch.shape[1] - 1)
             tokens *= trainer.world_size
-            dt = now - self._t0
+            dt = now - self._t0 - self._paused
             self.last_tokens_per_sec = tokens / dt
             metrics = {
                 "throughput/tokens_per_sec": self.last_tokens_per_sec,
@@ -69,4 +130,4 @@ class LogStepThroughput(L.Callback):
                 per_device = self.last_tokens_per_sec / trainer.world_size
                 metrics["throughput/mfu"] = per_device * self.flops_per_token / self._peak
             pl_module.log_dict(metrics)
-        self._t0, self._step0 = now, step
+        self._t0, self._step0, self._paused = now, step, 0.0
