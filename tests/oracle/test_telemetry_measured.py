@@ -33,6 +33,8 @@ import lightning as L
 import pytest
 import torch
 
+from tests.reliability import rel_harness
+
 REPO = Path(__file__).resolve().parents[2]
 REL = 1e-5
 
@@ -188,23 +190,10 @@ def check_against_probe(history: list[tuple[int, dict[str, float]]], probe: Prob
 
 
 # ---- single process: the app's own path ---------------------------------------------------------
-TINY = [
-    "model.n_layer=2",
-    "model.n_embd=32",
-    "model.n_head=2",
-    "model.block_size=32",
-    "data.batch_size=4",
-    "data.max_bytes=60000",
-    "data.num_proc=1",
-    "data.val_windows=4",
-    "trainer.accelerator=cpu",
+TINY = [  # the reliability harness's tiny run, a few steps, an LR that moves the weights visibly
+    *rel_harness.TINY,
     "trainer.max_steps=4",
     "trainer.val_check_interval=1000",
-    "trainer.log_every_n_steps=1",
-    "trainer.enable_progress_bar=false",
-    "callbacks.telemetry.figures=false",
-    "sample.max_new_tokens=0",
-    "logger=csv",
     "optim.lr=1e-2",
     "optim.warmup_steps=2",
 ]
