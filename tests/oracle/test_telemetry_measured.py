@@ -16,7 +16,7 @@ groups named from the parameter names here.
 - act_rms: the RMS of the embedding output and of each block's output, from a forward of the step's
   first micro-batch done here (dropout 0, weights not yet updated).
 
-The DDP case (2 CPU processes over gloo, forked by Lightning's ddp_fork) puts LayerTelemetry and the
+The DDP case (2 CPU processes over gloo, spawned by the test) puts LayerTelemetry and the
 probe on a plain Lightning Trainer: every rank's .grad is the all-reduced replica, so the norms logged
 must equal one rank's local norms (not √2 times them: the replica factor).
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -250,9 +251,16 @@ def test_telemetry_equals_measured_tensors(tmp_path, cache, monkeypatch, clip, e
 DDP_STEPS, DDP_CLIP = 3, 0.02
 
 
-def ddp_fit(out: Path) -> None:
-    """A 2-process CPU DDP fit over gloo; Lightning forks both ranks from this process (no re-import
-    of torch and Lightning per rank), and each rank writes what telemetry logged and the probe saw."""
+def ddp_fit(rank: int, out: Path, port: int) -> None:
+    """Rank `rank` of a 2-process CPU DDP fit over gloo, in a process spawned by the test (not forked:
+    a fork of a process whose OpenMP pool is running can deadlock in the child); each rank writes what
+    telemetry logged and the probe saw."""
+    import os
+
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", NODE_RANK="0", LOCAL_RANK=str(rank)
+    )
+    torch.set_num_threads(1)
     from torch.utils.data import DataLoader
 
     from gptlab.config import OptimConfig
@@ -276,7 +284,7 @@ def ddp_fit(out: Path) -> None:
     trainer = L.Trainer(
         accelerator="cpu",
         devices=2,
-        strategy="ddp_fork",
+        strategy="ddp",
         max_steps=DDP_STEPS,
         log_every_n_steps=1,
         logger=False,
@@ -294,9 +302,23 @@ def ddp_fit(out: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.multiproc
 def test_ddp_telemetry_counts_replicas_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    import torch.multiprocessing as mp
+
     for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"):
         monkeypatch.delenv(key, raising=False)
-    ddp_fit(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # inherited by the spawned ranks
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ctx = mp.start_processes(ddp_fit, args=(tmp_path, port), nprocs=2, join=False, start_method="spawn")
+    deadline = time.monotonic() + 300
+    while not ctx.join(timeout=5):
+        if time.monotonic() > deadline:
+            for proc in ctx.processes:
+                proc.kill()
+            pytest.fail("the 2-process DDP fit did not finish in 300 s")
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert all(r["world"] == 2 for r in ranks)
     # DDP: both ranks hold the same all-reduced gradient, so one rank's local measure is the global one
