@@ -100,7 +100,7 @@ def train_in_process(
         max_steps=STEPS,
         log_every_n_steps=1,
         logger=CSVLogger(save_dir=str(tmp), name="csv", version=""),
-        callbacks=[LayerTelemetry(every=1, figures=False, grad_clip=grad_clip), reference],
+        callbacks=[LayerTelemetry(every=1, figures=False), reference],
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,

@@ -280,7 +280,7 @@ def ddp_fit(rank: int, out: Path, port: int) -> None:
             result = {"history": telemetry.history, "probe": steps, "world": trainer.world_size}
             (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(result))
 
-    telemetry, probe = LayerTelemetry(every=1, figures=False, grad_clip=DDP_CLIP), Probe()
+    telemetry, probe = LayerTelemetry(every=1, figures=False), Probe()
     trainer = L.Trainer(
         accelerator="cpu",
         devices=2,

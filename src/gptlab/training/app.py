@@ -201,7 +201,6 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
                 act_rms=t.act_rms,
                 figures=t.figures,
                 run_dir=run_dir,
-                grad_clip=cfg.optim.grad_clip,
             )
         )
     return callbacks

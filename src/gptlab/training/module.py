@@ -34,7 +34,7 @@ class GPTLightningModule(L.LightningModule):
         self.optim_cfg = OptimConfig(**optim)
         self.model = GPT(self.model_cfg)
         self.bytes_per_token = bytes_per_token
-        self._val_losses: list[torch.Tensor] = []
+        self._val_sums: list[torch.Tensor] = []  # [Σ token loss, token count] per val batch
         self.last_loss: torch.Tensor | None = None  # the last training step's loss, on the device
         self.nonfinite = NonFiniteGuard()  # drops the update of a step with NaN/inf gradients
         self.clip_coef: torch.Tensor | None = None  # the factor the last clipped step applied
@@ -113,18 +113,18 @@ class GPTLightningModule(L.LightningModule):
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         """Keep this batch's [Σ token loss, token count]; padding windows weigh 0 (datamodule.py)."""
         tokens, weight = batch
-        self._val_losses.append(loss_sum_and_count(self.model, tokens, weight).detach())
+        self._val_sums.append(loss_sum_and_count(self.model, tokens, weight).detach())
 
     def _val_totals(self) -> torch.Tensor:
         """[Σ loss, count] over this rank's batches, then SUM over ranks: each window counts once."""
-        totals = torch.stack(self._val_losses).sum(dim=0)
-        self._val_losses.clear()
+        totals = torch.stack(self._val_sums).sum(dim=0)
+        self._val_sums.clear()
         if self.trainer.world_size > 1:
             totals = self.trainer.strategy.reduce(totals, reduce_op="sum")
         return totals
 
     def on_validation_epoch_end(self) -> None:
-        if not self._val_losses:
+        if not self._val_sums:
             return
         metrics = val_metrics(self._val_totals(), self.bytes_per_token)
         for name, value in metrics.items():
@@ -150,7 +150,7 @@ class GPTLightningModule(L.LightningModule):
                 return
             total = global_norm([p.grad for p in params])
         else:
-            total, _ = self.nonfinite.total_norm(self.model.named_parameters(), optimizer, self.global_step)
+            total = self.nonfinite.total_norm(self.model.named_parameters(), optimizer, self.global_step)
         if self.optim_cfg.grad_clip > 0 and params:
             # clip_grads_with_norm_ takes the *parameters* and scales their .grad in place, by
             # max_norm / (total + 1e-6) clamped to 1 (torch's formula, recomputed here only to log it)

@@ -66,12 +66,13 @@ class NonFiniteGuard:
 
     def total_norm(
         self, named_params: Iterable[tuple[str, nn.Parameter]], optimizer: Any, step: int
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """(global pre-clip L2 norm, the gradients); drops the update if the norm is not finite."""
+    ) -> torch.Tensor:
+        """The global pre-clip L2 norm; drops the update if it is not finite. (Clipping takes the
+        parameters, not their gradients: `clip_grads_with_norm_` scales the `.grad` of what it gets.)"""
         params = [(n, p) for n, p in named_params if p.grad is not None]
         grads = [p.grad for _, p in params]
         if not grads:
-            return torch.zeros(()), grads
+            return torch.zeros(())
         norms = torch._foreach_norm([_local(g) for g in grads], 2.0)
         per_param = torch.stack([n.float() for n in norms])  # local shards under FSDP
         if any(hasattr(g, "full_tensor") for g in grads):  # FSDP2: the total must span the shards
@@ -80,7 +81,7 @@ class NonFiniteGuard:
             total = torch.linalg.vector_norm(per_param, 2.0)
         self._record([n for n, _ in params], step, total, per_param)
         self._drop_if_bad(optimizer, [p for _, p in params], total)
-        return total, grads
+        return total
 
     def _record(self, names: list[str], step: int, total: torch.Tensor, per_param: torch.Tensor) -> None:
         bad = ~torch.isfinite(total)

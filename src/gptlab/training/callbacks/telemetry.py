@@ -52,13 +52,11 @@ class LayerTelemetry(L.Callback):
         act_rms: bool = True,
         figures: bool = True,
         run_dir: str | Path | None = None,
-        grad_clip: float = 0.0,
     ) -> None:
         self.every = max(1, every)
         self.act_rms = act_rms
         self.figures = figures
         self.run_dir = Path(run_dir) if run_dir else None
-        self.grad_clip = grad_clip
         self.history: list[tuple[int, dict[str, float]]] = []
         self.max_grad_norm: float | None = None
         self.last_nonfinite_groups: list[str] = []
@@ -164,7 +162,7 @@ class LayerTelemetry(L.Callback):
             dist.all_reduce(packed, op=dist.ReduceOp.SUM)
         roots = packed.sqrt()
         coef = getattr(pl_module, "clip_coef", None)  # the factor clipping applied (same on every rank)
-        if self.grad_clip > 0 and coef is not None:
+        if coef is not None:  # set by the module only when optim.grad_clip > 0
             roots = torch.cat([roots, coef.detach().reshape(1).to(roots)])
         values = roots.tolist()  # the one host sync, on log steps only
         n = len(self.groups)
