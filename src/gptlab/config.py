@@ -14,6 +14,9 @@ from gptlab.model.config import GPTConfig
 STRATEGIES = ("auto", "ddp", "fsdp")
 SCHEDULES = ("cosine", "linear", "constant")
 NONFINITE_POLICIES = ("stop", "skip")
+# the benchmark's runs: a bare PyTorch loop, the Lightning path, and the Lightning path with layer
+# telemetry every 10 and every step (the number after the slash)
+BENCH_VARIANTS = ("bare", "lightning", "lightning+telemetry/10", "lightning+telemetry/1")
 
 
 @dataclass
@@ -161,6 +164,42 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model
 
 
+@dataclass
+class BenchOptions:
+    """What scripts/bench.py runs: `bench.<field>=<value>` on its command line (not part of a
+    training run's tree: the benchmark composes this schema beside conf/train.yaml)."""
+
+    steps: int = 10  # timed optimizer steps per run (a multiple of the log interval)
+    warmup: int = 3  # untimed steps before them (allocator, caches, torch.compile)
+    repeats: int = 3  # rounds; each round runs every variant once, in rotated order
+    variants: tuple[str, ...] = BENCH_VARIANTS
+    loader_batches: int = 200  # batches read from the train DataLoader alone
+    tokenize: bool = True  # time tokenizing the configured corpus, cold then cached
+    matmul_size: int = 2048  # n of the n×n @ n×n fp32 matmul that measures a CPU's peak
+    matmul_repeats: int = 5
+    threads: int = 0  # torch.set_num_threads for the whole benchmark; 0: torch's default
+    json: str | None = None  # also write the raw results here
+
+    def __post_init__(self) -> None:
+        self.variants = tuple(self.variants)  # OmegaConf hands a list back
+        self.check()
+
+    def check(self) -> None:
+        """One clear error per bad option (run again by the benchmark: fields are assignable)."""
+        if not isinstance(self.threads, int) or self.threads < 0:
+            raise ValueError(f"bench.threads={self.threads!r} must be an integer >= 0 (0: torch's default)")
+        for name in ("steps", "warmup", "repeats", "loader_batches", "matmul_size", "matmul_repeats"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"bench.{name}={value!r} must be an integer >= 1")
+        unknown = [v for v in self.variants if v not in BENCH_VARIANTS]
+        if unknown or not self.variants:
+            raise ValueError(
+                f"bench.variants={','.join(self.variants)!r} is not accepted; choose from "
+                f"{', '.join(BENCH_VARIANTS)} (comma-separated)"
+            )
+
+
 def register_configs() -> None:
     """Register the schema so conf/train.yaml can put it first in its defaults list."""
     from gptlab.launch_id import register_resolver
@@ -168,3 +207,4 @@ def register_configs() -> None:
     register_resolver()  # ${launch_id:...} in conf/hydra/default.yaml
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="bench_schema", node=BenchOptions)

@@ -7,18 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from gptlab.analysis.bench import (
-    BARE,
-    LIGHTNING,
-    BenchOptions,
-    BenchResult,
-    Run,
-    compose,
-    format_table,
-    parse_args,
-    run_bench,
-    window_times,
-)
+from gptlab.bench.options import BARE, LIGHTNING, compose, parse_args
+from gptlab.bench.result import BenchResult, Run
+from gptlab.bench.run import run_bench
+from gptlab.bench.table import format_table
+from gptlab.bench.timing import window_times
+from gptlab.config import BenchOptions
 from tests.conftest import run_script
 
 COLUMNS = ("variant", "tokens/s", "step ms", "p50 ms", "MFU", "peak mem", "faults/step", "CPU ms/step")

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlab.analysis.bench import compile_parity, compose, lightning_run
+from gptlab.bench.compile_parity import compile_parity
+from gptlab.bench.lightning_loop import lightning_run
+from gptlab.bench.options import compose
 from gptlab.data.datamodule import TokenDataModule
 from gptlab.training.app import model_config
 

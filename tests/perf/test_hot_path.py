@@ -17,7 +17,7 @@ from typing import Any
 import lightning as L
 from torch.overrides import TorchFunctionMode
 
-from gptlab.analysis.bench import compose
+from gptlab.bench.options import compose
 from gptlab.data.datamodule import TokenDataModule
 from gptlab.training.app import build_callbacks, build_trainer, model_config
 from gptlab.training.callbacks.summary import RunSummary

@@ -74,6 +74,12 @@ def peak_flops(device: torch.device, precision: str = "bf16-mixed") -> float | N
     return PEAK_FLOPS[row][kind]
 
 
+def tokens_per_step(batch_size: int, block_size: int, accumulate: int = 1, world_size: int = 1) -> int:
+    """Tokens one optimizer step trains on: every rank's micro-batches of `batch_size` windows, each
+    predicting `block_size` targets (a window holds one token more, the last target)."""
+    return batch_size * block_size * accumulate * world_size
+
+
 class LogStepThroughput(L.Callback):
     """Logs throughput/tokens_per_sec, throughput/step_time and throughput/mfu every `every` steps."""
 
@@ -118,8 +124,10 @@ class LogStepThroughput(L.Callback):
         now = self._now(pl_module)
         if self._t0 is not None:  # the first interval includes compilation and warm-up: skip it
             steps = step - self._step0
-            tokens = steps * trainer.accumulate_grad_batches * batch.shape[0] * (batch.shape[1] - 1)
-            tokens *= trainer.world_size
+            per_step = tokens_per_step(
+                batch.shape[0], batch.shape[1] - 1, trainer.accumulate_grad_batches, trainer.world_size
+            )
+            tokens = steps * per_step
             dt = now - self._t0 - self._paused
             self.last_tokens_per_sec = tokens / dt
             metrics = {
