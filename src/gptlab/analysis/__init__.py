@@ -1,4 +1,6 @@
-"""Analyses of a configured model that need no training: parameter budget, init statistics."""
+"""Reading models and runs, never training them: a config's parameter budget (`params`), statistics
+at initialization on real tokens (`init_stats`, `init_report`), a finished sweep's report (`report`) and
+the figures they and the telemetry callback draw (`figures`)."""
 
 from typing import Any
 

@@ -38,7 +38,7 @@ class ParamReport:
 
 
 def _component(name: str) -> str:
-    """Which report row a parameter name belongs to (the names are fixed by DESIGN.md)."""
+    """Which report row a parameter name belongs to (the names are fixed: docs/architecture.md)."""
     head = name.split(".")[0]
     if head in ("tok_emb", "pos_emb", "lm_head"):
         return head
@@ -130,23 +130,19 @@ def format_report(report: ParamReport) -> str:
 
 
 def _conf_dir() -> Path:
-    """The repository's conf/ (this file lives at <repo>/src/gptlab/analysis/params.py)."""
-    return Path(__file__).resolve().parents[3] / "conf"
+    """The repository's conf/, the one gptlab.compose reads."""
+    from gptlab.compose import CONF_DIR
+
+    return CONF_DIR
 
 
 def _config_from_hydra(conf_dir: Path, overrides: list[str]) -> GPTConfig:
     """Compose conf/train.yaml with the overrides, as train.py does, and take its model node."""
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    try:  # the structured schema that train.yaml lists first in its defaults
-        from gptlab.config import register_configs
-    except ImportError:  # pragma: no cover - a tree without the schema module
-        register_configs = None
-    if register_configs is not None:
-        register_configs()
-    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=overrides)
+    from gptlab.compose import compose_raw
+
+    cfg, _ = compose_raw(overrides, conf_dir=conf_dir)
     values: dict[str, Any] = OmegaConf.to_container(cfg.model, resolve=True)  # type: ignore[assignment]
     # Hydra-reserved keys (_target_, …) are not GPTConfig fields
     values = {k: v for k, v in values.items() if not str(k).startswith("_")}
