@@ -1,0 +1,128 @@
+"""The deliberate breakages: each replaces one exact snippet of one file under src/gptlab/ (the
+snippet must occur exactly once, so a stale one shows up as an error instead of a silent no-op)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # relative to src/gptlab/
+    old: str
+    new: str
+    why: str
+
+
+# fmt: off
+MUTANTS: list[Mutant] = [
+    # --- gradient clipping: the defect of issue 12, and the factor it reports ---
+    Mutant("clip_grads_not_params", "training/module.py", "clip_grads_with_norm_(params,",
+           "clip_grads_with_norm_([p.grad for p in params],", "the original bug: nothing is clipped"),
+    Mutant("clip_coef_unclamped", "training/module.py", "(total.detach() + 1e-6), max=1.0)",
+           "(total.detach() + 1e-6), min=0.0)", "reports a factor > 1 when nothing was clipped"),
+    Mutant("telemetry_clip_coef_fake", "training/callbacks/telemetry.py",
+           "coef.detach().reshape(1).to(roots)", "torch.ones(1).to(roots)",
+           "grad_norm/clip_coef no longer the applied factor"),
+    # --- norm placement formulas (model/block.py) ---
+    Mutant("pre_branch_norm_dropped", "model/block.py", "x = x + self.attn(self.attn_norm(x), rope)",
+           "x = x + self.attn(x, rope)", "pre-norm attention reads the raw stream"),
+    Mutant("post_norm_off_stream", "model/block.py", "x = self.attn_norm(x + self.attn(x, rope))",
+           "x = x + self.attn_norm(self.attn(x, rope))", "post-norm moved onto the branch"),
+    Mutant("sandwich_out_norm_dropped", "model/block.py",
+           "x = x + self.ffn_out_norm(self.ffn(self.ffn_norm(x)))", "x = x + self.ffn(self.ffn_norm(x))",
+           "sandwich FFN loses its output norm"),
+    Mutant("deepnorm_alpha_on_branch", "model/block.py",
+           "self.attn_norm(self.alpha * x + self.attn(x, rope))",
+           "self.attn_norm(x + self.alpha * self.attn(x, rope))", "α scales the branch, not the stream"),
+    Mutant("deepnorm_alpha_dropped", "model/block.py", "self.ffn_norm(self.alpha * x + self.ffn(x))",
+           "self.ffn_norm(x + self.ffn(x))", "DeepNorm FFN without α"),
+    # --- DeepNorm constants and depth-scaled init (model/block.py, model/init.py) ---
+    Mutant("deepnorm_alpha_exponent", "model/block.py", "(2 * n_layer) ** 0.25", "(2 * n_layer) ** 0.5",
+           "α = (2L)^(1/2) instead of (2L)^(1/4)"),
+    Mutant("deepnorm_beta_exponent", "model/init.py", "(8 * n_layer) ** -0.25", "(8 * n_layer) ** -0.5",
+           "β = (8L)^(-1/2) instead of (8L)^(-1/4)"),
+    Mutant("depth_scale_global", "model/init.py", "1.0 / math.sqrt(2 * cfg.n_layer)",
+           "1.0 / math.sqrt(cfg.n_layer)", "global depth scaling 1/sqrt(L), not 1/sqrt(2L)"),
+    Mutant("depth_scale_per_layer", "model/init.py", "1.0 / math.sqrt(2 * (layer + 1))",
+           "1.0 / math.sqrt(2 * cfg.n_layer)", "per_layer silently equals global"),
+    # --- next-token targets ---
+    Mutant("target_shift", "training/module.py", "x, y = batch[:, :-1], batch[:, 1:]",
+           "x, y = batch[:, :-1], batch[:, :-1]", "training predicts the current token"),
+    Mutant("val_target_shift", "training/validation.py", "x, y = tokens[:, :-1], tokens[:, 1:]",
+           "x, y = tokens[:, :-1], tokens[:, :-1]", "validation scores current-token copying"),
+    # --- LR schedule and weight decay (training/optim.py) ---
+    Mutant("warmup_off_by_one", "training/optim.py", "return (step + 1) / cfg.warmup_steps",
+           "return step / cfg.warmup_steps", "warmup starts at lr 0"),
+    Mutant("cosine_sign", "training/optim.py", "0.5 * (1.0 + math.cos(math.pi * progress))",
+           "0.5 * (1.0 - math.cos(math.pi * progress))", "cosine rises instead of decaying"),
+    Mutant("min_lr_floor_dropped", "training/optim.py", "return floor + (1.0 - floor) * shape",
+           "return shape", "decay goes to 0, not min_lr"),
+    Mutant("decay_on_all_params", "training/optim.py", "p.dim() < 2], \"weight_decay\": 0.0}",
+           "p.dim() < 2], \"weight_decay\": weight_decay}", "gains and biases decay too"),
+    Mutant("decay_on_no_params", "training/optim.py", "p.dim() >= 2], \"weight_decay\": weight_decay}",
+           "p.dim() >= 2], \"weight_decay\": 0.0}", "no weight decay at all"),
+    # --- distributed reductions: telemetry, train/loss, validation ---
+    Mutant("telemetry_ddp_replicas_summed", "training/callbacks/telemetry.py",
+           "replicated = 1.0 if self.sharded else 1.0 / world", "replicated = 1.0",
+           "DDP grad norms counted once per replica (×sqrt(W))"),
+    Mutant("telemetry_act_not_averaged", "training/callbacks/telemetry.py",
+           "acts.to(self._grad_sq.device) / world,", "acts.to(self._grad_sq.device),",
+           "act_rms summed over ranks"),
+    Mutant("train_loss_last_microbatch", "training/module.py", "self._step_loss_sum / accumulate, None",
+           "loss.detach(), None", "train/loss is the last micro-batch's (the old defect)"),
+    Mutant("train_loss_rank_local", "training/module.py",
+           'self.trainer.strategy.reduce(loss.clone(), reduce_op="mean")', "loss",
+           "train/loss is rank 0's alone"),
+    # validation (module.py _val_totals, the rewrite that SUM-reduces [loss sum, token count])
+    Mutant("val_count_not_reduced", "training/module.py",
+           'totals = self.trainer.strategy.reduce(totals, reduce_op="sum")',
+           'totals = torch.stack([self.trainer.strategy.reduce(totals.clone(), reduce_op="sum")[0], '
+           "totals[1]])",
+           "global loss sum over this rank's token count"),
+    Mutant("val_not_reduced", "training/module.py", "if self.trainer.world_size > 1:\n            totals =",
+           "if False:\n            totals =", "val/loss is rank 0's share of the windows"),
+    Mutant("val_count_per_window", "training/validation.py", "w.sum() * y.size(1)])", "w.sum()])",
+           "val/loss divided by windows instead of tokens"),
+    Mutant("val_padding_counted", "data/datamodule.py", "(self.windows[0], 0.0) if k == PAD",
+           "(self.windows[0], 1.0) if k == PAD", "padding windows weigh in multi-rank validation"),
+    Mutant("val_first_windows", "data/datamodule.py", "return (edges[:-1] + offset).tolist()",
+           "return list(range(count))", "validation reads the split's first windows (the old defect)"),
+    Mutant("val_rank_shard", "data/datamodule.py", "own = list(subset[rank::world_size])",
+           "own = list(subset[0::world_size])", "every rank scores rank 0's val windows"),
+    # --- RNG state on resume (training/callbacks/rng.py) ---
+    Mutant("rng_wrong_rank", "training/callbacks/rng.py", "dict(states[rank])", "dict(states[0])",
+           "every rank restores rank 0's RNG state"),
+    Mutant("rng_restore_skipped", "training/callbacks/rng.py", "restore_rng(self._pending)", "pass",
+           "a resumed run keeps the fresh seed's RNG"),
+    # --- model: tying, attention, RoPE, norms ---
+    Mutant("tying_dropped", "model/gpt.py", "self.lm_head.weight = self.tok_emb.weight", "pass",
+           "tie_embeddings=true trains an untied head"),
+    Mutant("causal_mask", "model/attention.py", "is_causal=True", "is_causal=False",
+           "attention sees the future"),
+    Mutant("sdpa_scale_one", "model/attention.py", "is_causal=True", "is_causal=True, scale=1.0",
+           "no 1/sqrt(d_head) scale"),
+    Mutant("rope_rotate_half_sign", "model/attention.py", "torch.cat([-x2, x1], dim=-1)",
+           "torch.cat([x2, x1], dim=-1)", "RoPE is no longer a rotation"),
+    Mutant("rope_theta_exponent", "model/attention.py", "dtype=torch.float32) / head_dim))",
+           "dtype=torch.float32) / (head_dim // 2)))", "RoPE frequencies span the wrong range"),
+    Mutant("rmsnorm_is_layernorm", "model/norms.py", "return nn.RMSNorm(cfg.n_embd, eps=cfg.norm_eps)",
+           "return nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps, bias=False)", "norm=rmsnorm builds LayerNorm"),
+    Mutant("layernorm_eps_ignored", "model/norms.py", "nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps, bias",
+           "nn.LayerNorm(cfg.n_embd, eps=1e-2, bias", "model.norm_eps ignored by LayerNorm"),
+    # --- run control: final validation, non-finite guard ---
+    Mutant("final_validation_never", "training/callbacks/final_validation.py",
+           "trainer.should_stop = True", "pass", "runs end without a final validation"),
+    Mutant("nonfinite_never_dropped", "training/callbacks/nonfinite.py", "p.grad = None", "pass",
+           "a NaN gradient step is applied on CPU"),
+    # --- data windows and rank sharding (data/datamodule.py) ---
+    Mutant("window_too_short", "data/datamodule.py", "start : start + self.block_size + 1]",
+           "start : start + self.block_size]", "windows of block_size tokens: one target short"),
+    Mutant("window_start_off_by_one", "data/datamodule.py", "start = k * self.block_size\n",
+           "start = k * self.block_size + 1\n", "windows start one token late"),
+    Mutant("stream_rank_offset", "data/datamodule.py", "range(first + self.rank, first + self.global_batch",
+           "range(first, first + self.global_batch", "every rank reads rank 0's batches"),
+]
+# fmt: on
+BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
