@@ -47,6 +47,12 @@ def compose_raw(
     return raw, choices
 
 
+def compose_with_hydra(overrides: Sequence[str] = (), *, conf_dir: Path | None = None) -> DictConfig:
+    """conf/train.yaml with the overrides and its `hydra` node (sweeper params, run dirs): what a
+    multirun would launch, for checking an experiment preset without launching it."""
+    return _compose("train", overrides, conf_dir, True)
+
+
 def compose_config(overrides: Sequence[str] = (), *, conf_dir: Path | None = None) -> TrainConfig:
     """conf/train.yaml with the overrides, validated by the structured schema (a wrong type, an
     unknown key or a value out of range raises here, as it does in train.py)."""

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
-from gptlab.config import register_configs
+from gptlab.compose import compose_with_hydra
 from gptlab.model import GPT, GPTConfig
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 GRIDS = {
     "ablate_placement": {"model/placement", "model.n_layer", "optim.warmup_steps"},
     "ablate_ffn": {"model/ffn", "seed"},
@@ -23,9 +20,7 @@ GRIDS = {
 
 
 def _compose(overrides: list[str]):
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="train", overrides=overrides, return_hydra_config=True)
+    return compose_with_hydra(overrides)
 
 
 @pytest.mark.parametrize("name", sorted(GRIDS))

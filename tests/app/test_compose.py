@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
-from omegaconf import OmegaConf
 
-from gptlab.config import TrainConfig, register_configs
+from gptlab.compose import CONF_DIR, compose_config
+from gptlab.config import TrainConfig
 from gptlab.model import GPT, GPTConfig
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
-PRESETS = sorted(p.stem for p in CONF.glob("model/*.yaml"))
-register_configs()
+PRESETS = sorted(p.stem for p in CONF_DIR.glob("model/*.yaml"))
 
 
 def _compose(*overrides: str) -> TrainConfig:
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        cfg = compose("train", overrides=list(overrides))
-    return OmegaConf.to_object(cfg)
+    return compose_config(overrides)
 
 
 def test_the_issue_presets_exist() -> None:

@@ -218,23 +218,18 @@ class RealRun:
 def train_in_process(run_dir: Path, cache: Path, clip: float, precision: str = "32-true") -> RealRun:
     """gptlab.training.app.train on the config train.py composes, with Capture after the app's
     callbacks (the trainer is build_trainer's, the callbacks build_callbacks' plus this one)."""
-    from hydra import compose, initialize_config_dir
-
     import gptlab.training.app as app
-    from gptlab.config import register_configs
+    from gptlab.compose import compose_raw
 
-    register_configs()
-    with initialize_config_dir(str(REPO / "conf"), version_base="1.3"):
-        raw = compose(
-            "train",
-            overrides=[
-                *overrides(clip, precision),
-                f"data.batch_size={GLOBAL_BATCH}",
-                "trainer.accelerator=cpu",
-                "trainer.devices=1",
-                f"data.cache_dir={cache}",
-            ],
-        )
+    raw, _ = compose_raw(
+        [
+            *overrides(clip, precision),
+            f"data.batch_size={GLOBAL_BATCH}",
+            "trainer.accelerator=cpu",
+            "trainer.devices=1",
+            f"data.cache_dir={cache}",
+        ]
+    )
     capture = Capture()
     original = app.build_callbacks
     app.build_callbacks = lambda *a, **k: [*original(*a, **k), capture]

@@ -202,14 +202,10 @@ TINY = [  # the reliability harness's tiny run, a few steps, an LR that moves th
 
 def train_here(run_dir: Path, cache: Path, monkeypatch: pytest.MonkeyPatch, *overrides: str):
     """app.train in this process on the composed config, with the probe after the app's callbacks."""
-    from hydra import compose, initialize_config_dir
-
     import gptlab.training.app as app
-    from gptlab.config import register_configs
+    from gptlab.compose import compose_raw
 
-    register_configs()
-    with initialize_config_dir(str(REPO / "conf"), version_base="1.3"):
-        raw = compose("train", overrides=[*TINY, f"data.cache_dir={cache}", *overrides])
+    raw, _ = compose_raw([*TINY, f"data.cache_dir={cache}", *overrides])
     probe = Probe()
     built: list[L.Callback] = []
     original = app.build_callbacks

@@ -13,10 +13,9 @@ from typing import Any
 
 import lightning as L
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from gptlab.config import register_configs
+from gptlab.compose import compose_raw
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
@@ -36,13 +35,11 @@ TINY = [
     "sample.max_new_tokens=0",
     "logger=csv",
 ]
-register_configs()
 
 
 def compose_cfg(*overrides: str) -> DictConfig:
     """The composed tree exactly as train.py would see it (schema checks included)."""
-    with initialize_config_dir(str(CONF), version_base="1.3"):
-        return compose("train", overrides=list(overrides))
+    return compose_raw(overrides)[0]
 
 
 def train_here(run_dir: Path, cache: Path, *overrides: str) -> dict[str, Any]:
