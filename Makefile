@@ -34,6 +34,7 @@ test-fast: install
 lint: install
 	$(BIN)/ruff check src tests scripts *.py
 	$(BIN)/ruff format --check src tests scripts *.py
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff format src tests scripts *.py
