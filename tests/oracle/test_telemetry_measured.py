@@ -42,7 +42,7 @@ REL = 1e-5
 
 # ---- the probe: what the tensors say --------------------------------------------------------------
 def groups_of(name: str, tied: bool) -> list[str]:
-    """DESIGN.md's telemetry groups, spelled out here from the parameter name."""
+    """docs/architecture.md's telemetry groups, spelled out here from the parameter name."""
     if name.startswith(("tok_emb.", "pos_emb.")):
         return ["embed"]
     if name.startswith("final_norm."):
