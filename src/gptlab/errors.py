@@ -7,7 +7,7 @@ import sys
 
 from omegaconf.errors import OmegaConfBaseException
 
-from gptlab.training.checkpoint_io import CheckpointError
+from gptlab.checkpoints.safe_load import CheckpointError
 
 USER_ERRORS = (
     ValueError,

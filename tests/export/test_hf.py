@@ -26,12 +26,12 @@ from transformers import (
 )
 
 from gptlab.checkpoints import load_gpt
+from gptlab.checkpoints import load_gpt as load_gpt_from_lightning_ckpt
 from gptlab.export import (
     check_exportable,
     export_hf,
     gpt_from_hf,
     init_from_hf,
-    load_gpt_from_lightning_ckpt,
     load_hf,
     load_hf_config,
 )

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import gptlab.training.checkpoint_io as cio
-from gptlab.training.checkpoint_io import AtomicCheckpointIO, CheckpointError, load_checkpoint_file
+from gptlab.checkpoints.safe_load import CheckpointError, load_checkpoint_file
+from gptlab.training.checkpoint_io import AtomicCheckpointIO
 
 
 def test_everything_lightning_saves_loads_with_weights_only(trained: Path) -> None:

@@ -17,14 +17,13 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from gptlab.data.config import TOKENIZERS, DataConfig
 from gptlab.data.sources import resolve_path, source_fingerprint
+from gptlab.data.tokenizer_files import EOS_CANDIDATES as _EOS_CANDIDATES  # tried when no config names one
+from gptlab.data.tokenizer_files import TOKENIZER_CONFIG_FILE as CONFIG_FILE
+from gptlab.data.tokenizer_files import TOKENIZER_FILE
 
 log = logging.getLogger(__name__)
 
 EOT = "<|endoftext|>"
-# Special tokens other tokenizer families use to end a document, tried when no config names one.
-_EOS_CANDIDATES = (EOT, "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
-TOKENIZER_FILE = "tokenizer.json"
-CONFIG_FILE = "tokenizer_config.json"
 
 
 @runtime_checkable

@@ -92,8 +92,9 @@ def model_config(cfg: TrainConfig, vocab_size: int, tokenizer: Any = None) -> GP
     """
     model = cfg.model
     if model.init_from:
-        from gptlab.checkpoints import hf_tokenizer_spec, same_tokenizer
-        from gptlab.export.hf import init_config
+        from gptlab.data.spec import same_tokenizer
+        from gptlab.data.tokenizer_files import hf_tokenizer_spec
+        from gptlab.export import init_config
 
         model = init_config(model.init_from, model, vocab_size)  # reads config.json only
         shipped = Path(model.init_from) / "tokenizer.json"
@@ -264,7 +265,7 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
             tokenizer=tokenizer_spec(datamodule.tokenizer),
         )
         if model_cfg.init_from:
-            from gptlab.export.hf import init_from_hf
+            from gptlab.export import init_from_hf
 
             init_from_hf(module.model, model_cfg.init_from)
         rank = rank_zero_only.rank  # Lightning's global rank, from RANK / LOCAL_RANK / SLURM_PROCID

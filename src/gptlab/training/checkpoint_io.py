@@ -1,9 +1,11 @@
-"""Checkpoint files: written atomically, read with weights_only=True and clear errors."""
+"""What training needs of checkpoint files: an atomic write, and a resume refused in one line.
+
+Reading is gptlab.checkpoints.safe_load's (weights_only=True, one-line errors), used here too.
+"""
 
 from __future__ import annotations
 
 import os
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,68 +14,10 @@ import torch
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from gptlab.checkpoints.safe_load import CheckpointError, load_checkpoint_file
+
 # Model fields a resumed run may change: they do not alter the trained network's function.
 RESUMABLE_CHANGES = ("dropout", "init_std", "depth_scaled_init", "init_from")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file that cannot be used, with the reason in one line."""
-
-
-def _load_reason(err: BaseException) -> str:
-    """The informative line of a torch.load failure (weights_only errors open with generic advice)."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    for i, line in enumerate(lines):
-        if "WeightsUnpickler error" in line:
-            detail = line.partition("WeightsUnpickler error")[2].lstrip(": ")
-            if not detail and i + 1 < len(lines):
-                detail = lines[i + 1]
-            detail = detail.partition(" Please use")[0]
-            return f"it holds Python objects that weights_only=True refuses to load ({detail})"
-    return lines[0] if lines else type(err).__name__
-
-
-def _check_container(path: Path) -> None:
-    """torch.save writes a zip archive (or, before torch 1.6, a pickle): say which one is broken."""
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if head.startswith(b"PK"):
-        if not zipfile.is_zipfile(path):
-            raise CheckpointError(
-                f"ckpt_path={str(path)!r} is truncated or corrupted: its zip archive has no central "
-                f"directory ({path.stat().st_size} bytes; an interrupted write or copy?)"
-            )
-    elif not head.startswith(b"\x80"):
-        raise CheckpointError(
-            f"ckpt_path={str(path)!r} is not a checkpoint: torch.save files are zip archives "
-            f"(or legacy pickles), this file starts with {head!r}"
-        )
-
-
-def load_checkpoint_file(path: str | os.PathLike, map_location: Any = "cpu") -> dict[str, Any]:
-    """torch.load with weights_only=True: nothing in the file can execute code."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"ckpt_path={str(path)!r} does not exist")
-    if path.is_dir():
-        raise CheckpointError(
-            f"ckpt_path={str(path)!r} is a directory (a sharded FSDP checkpoint?); "
-            "consolidate it with `python scripts/consolidate.py` or pass it to train.py to resume"
-        )
-    _check_container(path)
-    try:
-        loaded = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unreadable file is the user's input, said in one line
-        reason = _load_reason(err)
-        what = "cannot be loaded safely" if "weights_only" in reason else "is not a readable checkpoint"
-        if "weights_only" not in reason:
-            what += " (truncated or corrupted?)"
-        raise CheckpointError(f"ckpt_path={str(path)!r} {what}: {reason}") from None
-    if not isinstance(loaded, dict):
-        raise CheckpointError(
-            f"ckpt_path={str(path)!r} holds a {type(loaded).__name__}, not a checkpoint dict"
-        )
-    return loaded
 
 
 def check_resumable(checkpoint: Mapping[str, Any], module: torch.nn.Module, where: str) -> None:

@@ -1,0 +1,86 @@
+"""model.init_from: train from a HF checkpoint, after checking it fits the model about to train."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from gptlab.export.reader import load_hf, load_hf_config
+from gptlab.model.config import GPTConfig
+from gptlab.model.gpt import GPT
+
+# Fields that must agree between a model and a checkpoint it is initialised from.
+_ARCH_FIELDS = (
+    "vocab_size",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "norm",
+    "norm_placement",
+    "ffn",
+    "tie_embeddings",
+    "pos_emb",
+    "bias",
+)
+
+
+def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None) -> GPTConfig:
+    """The config to train from a HF checkpoint: its architecture, `base`'s context and dropout.
+
+    The checkpoint's embeddings are never resized, so its vocabulary must already hold every id of
+    the tokenizer (`vocab_size`); a larger one is fine (the extra rows are never indexed).
+    """
+    hf_cfg = load_hf_config(path)
+    if vocab_size is not None and hf_cfg.vocab_size < vocab_size:
+        raise ValueError(
+            f"model.init_from={str(path)!r} has vocab_size={hf_cfg.vocab_size}, fewer than the "
+            f"{vocab_size} ids of the data's tokenizer; a checkpoint's embeddings are never "
+            "resized: train with the tokenizer it was trained with (data.tokenizer=pretrained "
+            f"data.tokenizer_path=<its tokenizer.json>) or one of at most {hf_cfg.vocab_size} ids"
+        )
+    if hf_cfg.pos_emb == "learned" and base.block_size > hf_cfg.block_size:
+        raise ValueError(
+            f"model.block_size={base.block_size} exceeds the {hf_cfg.block_size} learned "
+            f"positions of model.init_from={str(path)!r}; accepted: 1..{hf_cfg.block_size}"
+        )
+    return replace(hf_cfg, block_size=base.block_size, dropout=base.dropout, init_from=str(path))
+
+
+def init_from_hf(model: GPT, path: str | Path) -> None:
+    """Copy a HF checkpoint's weights into `model` after checking their architectures agree."""
+    ckpt_cfg = load_hf_config(path)  # check before reading possibly large weights
+    cfg = model.cfg
+    wrong = [
+        f"model.{f}={getattr(cfg, f)!r} (checkpoint: {getattr(ckpt_cfg, f)!r})"
+        for f in _ARCH_FIELDS
+        if getattr(cfg, f) != getattr(ckpt_cfg, f)
+    ]
+    if cfg.hidden_dim != ckpt_cfg.hidden_dim:
+        wrong.append(
+            f"model.ffn_hidden={cfg.ffn_hidden!r} gives width {cfg.hidden_dim} "
+            f"(checkpoint: {ckpt_cfg.hidden_dim})"
+        )
+    if not math.isclose(cfg.norm_eps, ckpt_cfg.norm_eps, rel_tol=1e-6):
+        wrong.append(f"model.norm_eps={cfg.norm_eps!r} (checkpoint: {ckpt_cfg.norm_eps!r})")
+    if cfg.pos_emb == ckpt_cfg.pos_emb == "rope" and not math.isclose(
+        cfg.rope_theta, ckpt_cfg.rope_theta, rel_tol=1e-6
+    ):
+        wrong.append(f"model.rope_theta={cfg.rope_theta!r} (checkpoint: {ckpt_cfg.rope_theta!r})")
+    if cfg.pos_emb == ckpt_cfg.pos_emb == "learned" and cfg.block_size > ckpt_cfg.block_size:
+        wrong.append(
+            f"model.block_size={cfg.block_size} exceeds the checkpoint's {ckpt_cfg.block_size} "
+            "learned positions"
+        )
+    if wrong:
+        raise ValueError(
+            f"cannot initialise from {path}: {'; '.join(wrong)}; "
+            "set these model fields to the checkpoint's values"
+        )
+    _, state = load_hf(path)
+    if cfg.pos_emb == "learned":
+        state["pos_emb.weight"] = state["pos_emb.weight"][: cfg.block_size]  # a shorter context
+    with torch.no_grad():
+        model.load_state_dict(state, strict=True)

@@ -1,0 +1,48 @@
+"""Which HF architecture reproduces a config exactly, and each architecture's module by name.
+
+Only LlamaForCausalLM and GPT2LMHeadModel are targets because only they reproduce gptlab's blocks
+exactly; each lives in its own module (`llama.py`, `gpt2.py`) with its names and config.json.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from gptlab.export import gpt2, llama
+from gptlab.model.config import GPTConfig
+
+ARCHS: dict[str, ModuleType] = {llama.KIND: llama, gpt2.KIND: gpt2}  # tried in this order
+MODEL_TYPES = tuple(ARCHS)
+ARCHITECTURES = {kind: arch.ARCHITECTURE for kind, arch in ARCHS.items()}
+
+
+def check_exportable(cfg: GPTConfig) -> str:
+    """The HF architecture that reproduces `cfg` exactly ('llama' or 'gpt2'), else why none does."""
+    if cfg.norm_placement != "pre":
+        raise ValueError(
+            f"model.norm_placement={cfg.norm_placement!r} cannot be expressed by "
+            "LlamaForCausalLM or GPT2LMHeadModel (both are pre-norm); accepted: 'pre'"
+        )
+    misses = {
+        kind: [
+            (name, getattr(cfg, name), want, why)
+            for name, (want, why) in arch.REQUIRED.items()
+            if getattr(cfg, name) != want
+        ]
+        for kind, arch in ARCHS.items()
+    }
+    for kind in MODEL_TYPES:
+        if not misses[kind]:
+            return kind
+    # Blame the nearer target; on a tie, the one whose position encoding already matches.
+    near = min(
+        MODEL_TYPES,
+        key=lambda k: (len(misses[k]), cfg.pos_emb != ARCHS[k].REQUIRED["pos_emb"][0]),
+    )
+    other = next(k for k in MODEL_TYPES if k != near)
+    reasons = "; ".join(
+        f"model.{name}={value!r} cannot be expressed by {ARCHITECTURES[near]} ({why}); accepted: {want!r}"
+        for name, value, want, why in misses[near]
+    )
+    needs = ", ".join(f"{name}={want!r}" for name, _, want, _ in misses[other])
+    raise ValueError(f"{reasons} (the other target, {ARCHITECTURES[other]}, would need {needs})")
