@@ -1,11 +1,15 @@
-"""Sampling from a GPT: temperature, top-k, top-p, streamed one token at a time."""
+"""Sampling from a GPT: temperature, top-k, top-p, streamed one token at a time; generate.py's run."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TextIO
 
 import torch
+from omegaconf import OmegaConf
 
+from gptlab.checkpoints import load_model
 from gptlab.model import GPT
 
 
@@ -44,3 +48,49 @@ def sample_tokens(
         idx = torch.cat([idx, torch.tensor([[nxt]], device=device)], dim=1)
         yield nxt
     model.train(was_training)
+
+
+@dataclass
+class GenerateConfig:
+    """generate.py's arguments."""
+
+    ckpt_path: str = "???"
+    prompt: str = "\n"
+    max_new_tokens: int = 200
+    temperature: float = 0.8
+    top_k: int | None = 50
+    top_p: float | None = None
+    seed: int = 0
+    device: str = "cpu"
+
+
+def parse_args(argv: list[str]) -> GenerateConfig:
+    """generate.py's key=value arguments, typed; the prompt is taken verbatim."""
+    # dotlist parsing would strip the prompt's spaces and read YAML in it
+    prompts = [a.partition("=")[2] for a in argv if a.startswith("prompt=")]
+    rest = [a for a in argv if not a.startswith("prompt=")]
+    cfg = OmegaConf.merge(OmegaConf.structured(GenerateConfig), OmegaConf.from_dotlist(rest))
+    if prompts:
+        cfg.prompt = prompts[-1]
+    if OmegaConf.is_missing(cfg, "ckpt_path"):
+        raise ValueError("ckpt_path is required: generate.py ckpt_path=<.ckpt file or export dir>")
+    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+def generate(cfg: GenerateConfig, out: TextIO) -> None:
+    """Sample from the checkpoint, writing text to `out` as whole characters arrive."""
+    model, tok = load_model(cfg.ckpt_path, cfg.device)
+    prompt = list(tok.encode(cfg.prompt))
+    gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
+    stream = sample_tokens(model, prompt, cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p, gen)
+    ids = list(prompt)
+    shown = tok.decode(ids)
+    out.write(shown)
+    for token in stream:
+        ids.append(token)
+        text = tok.decode(ids)
+        if not text.endswith("\ufffd"):  # wait for a whole UTF-8 character before printing
+            out.write(text[len(shown) :])
+            out.flush()
+            shown = text
+    out.write(tok.decode(ids)[len(shown) :] + "\n")
