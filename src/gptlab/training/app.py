@@ -215,7 +215,7 @@ def build_trainer(
     loggers: list[Any],
     callbacks: list[L.Callback],
 ) -> L.Trainer:
-    """The Trainer as `train` runs it (also used by gptlab.analysis.bench, so both time the same)."""
+    """The Trainer as `train` runs it (also used by gptlab.bench, so both time the same)."""
     return L.Trainer(
         accelerator=accelerator,
         devices=devices,

@@ -168,6 +168,6 @@ def parallelize(module: Any, fsdp: dict[str, Any] | None, compile_model: bool) -
 
 def compile_blocks(model: Any) -> None:
     """torch.compile each block in place: identical blocks share one graph, and FSDP2's per-block
-    hooks stay outside the compiled regions (also what gptlab.analysis.bench's bare loop runs)."""
+    hooks stay outside the compiled regions (also what gptlab.bench's bare loop runs)."""
     for block in model.blocks:
         block.compile()
