@@ -37,7 +37,9 @@ def log_report_to_wandb(report: Path, group: str | None, logger_cfg: dict[str, A
             config={"report": str(report)},
             reinit="create_new",
         )
-        images = {f"report/{p.stem}": wandb.Image(str(p)) for p in sorted((report.parent / "figures").glob("*.png"))}
+        images = {
+            f"report/{p.stem}": wandb.Image(str(p)) for p in sorted((report.parent / "figures").glob("*.png"))
+        }
         run.log(images)
         run.summary["report_md"] = report.read_text()
         run_id = run.id
@@ -62,4 +64,29 @@ def report_and_log(sweep_dir: Path, config: DictConfig, group: str | None) -> Pa
     assert isinstance(logger_cfg, dict)
     logger_cfg["group"] = group
     log_report_to_wandb(report, group, logger_cfg)
+    return report
+
+
+def _flag(name: str, value: str | None) -> bool:
+    if value not in ("true", "false"):
+        raise ValueError(f"{name}={value!r} is not accepted; choose true or false")
+    return value == "true"
+
+
+def report_from_cli(sweep: str, out: str | None, figures: str | None, wandb: str | None) -> Path:
+    """scripts/report.py: the report, and with wandb=true the summary run of the sweep's group (the
+    group and logger settings read from its multirun.yaml and ablation.json)."""
+    from gptlab.ablation.sweep_dir import read_record
+    from gptlab.analysis.report import write_report
+
+    draw, log_it = _flag("figures", figures), _flag("wandb", wandb)
+    report = write_report(sweep, out=out, figures=draw)
+    if log_it:
+        master = Path(sweep) / "multirun.yaml"
+        if not master.is_file():
+            raise FileNotFoundError(f"wandb=true needs {master} (the sweep's logger settings)")
+        logger_cfg = OmegaConf.to_container(OmegaConf.load(master).logger, resolve=False)
+        record = read_record(Path(sweep)) or {}
+        assert isinstance(logger_cfg, dict)
+        log_report_to_wandb(report, record.get("group"), {**logger_cfg, "wandb": True})
     return report
