@@ -26,12 +26,18 @@ QUICK = ["-m", "experiment=ablate_ffn_quick", "hydra.sweeper.report=false"]
             "hydra.sweeper.arms: 'gelux' is not an option of the config group model/ffn",
         ),
         ("model/ffn=gelu,gelux", "model/ffn: 'gelux' is not an option"),
+        ("hydra.sweeper.baseline=relu", "hydra.sweeper.baseline='relu' is not one of the arms"),
+        (
+            "hydra.sweeper.arm=model.norm_placement hydra.sweeper.arms=[pre,middle] "
+            "hydra.sweeper.baseline=pre",
+            "model.norm_placement='middle' is not accepted",
+        ),
     ],
 )
 @pytest.mark.slow
 def test_bad_grid_is_one_line_exit_2_nothing_started(tmp_path: Path, override: str, field: str) -> None:
     sweep = tmp_path / "sweep"
-    proc = run_script("train.py", *QUICK, override, f"hydra.sweep.dir={sweep}", timeout=300)
+    proc = run_script("train.py", *QUICK, *override.split(), f"hydra.sweep.dir={sweep}", timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and field in lines[0], proc.stderr
