@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from gptlab.ablation.grid import Grid, GridError, build_grid, lr_values, seed_values
+from gptlab.ablation.grid import LR_KEY, SEED_KEY, Grid, GridError, build_grid, lr_values, seed_values
 from gptlab.ablation.sweep_dir import DONE, RESUME, conflict, job_state, read_record, write_record
 
 log = logging.getLogger("gptlab")
@@ -78,9 +78,8 @@ def check_jobs_compose(sweeper: Any, grid: Grid) -> None:
     """Compose and schema-check one job per (cell, arm): a value the schema refuses (an unknown
     arm of a field, say) fails here in one line rather than in every job of the sweep."""
     seen: set[tuple[str, ...]] = set()
-    lr_and_seed = (f"seed={grid.seeds[0]}", f"optim.lr={grid.lrs[0]}")
-    for job in grid.jobs():
-        identity = tuple(o for o in job if not o.startswith(lr_and_seed))
+    for job in grid.jobs():  # LR and seed were checked already: one job per (cell, arm) is enough
+        identity = tuple(o for o in job if not o.startswith((f"{SEED_KEY}=", f"{LR_KEY}=")))
         if identity in seen:
             continue
         seen.add(identity)
