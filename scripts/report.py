@@ -1,6 +1,7 @@
-"""Write report.md (a table per job and PNG figures) for a sweep directory; no wandb, no network.
+"""Write report.md (tables, CIs, verdicts, PNG figures) for a sweep directory; no network needed.
 
-usage: python scripts/report.py multirun/<sweep dir> [out=<dir>] [figures=false]
+usage: python scripts/report.py multirun/<sweep dir> [out=<dir>] [figures=false] [wandb=true]
+(wandb=true also logs the figures to the sweep's summary run, offline unless logger.mode=online)
 """
 
 from __future__ import annotations
@@ -8,33 +9,29 @@ from __future__ import annotations
 import logging
 import sys
 
-from gptlab.analysis.report import write_report
-
-USAGE = "usage: python scripts/report.py <sweep dir> [out=<dir>] [figures=true|false]"
+OPTIONS = {"out": None, "figures": "true", "wandb": "false"}
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse `<sweep dir> [key=value ...]`, write the report, print its path; errors exit 2."""
+    from gptlab.analysis.sweep_summary import report_from_cli
+
     args = sys.argv[1:] if argv is None else argv
     if not args or any(a in ("-h", "--help") for a in args):
         print(__doc__.strip())
         return 0 if args else 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
-    sweep, options = args[0], {}
     try:
+        options = dict(OPTIONS)
         for arg in args[1:]:
             key, sep, value = arg.partition("=")
-            if not sep or key not in ("out", "figures"):
-                raise ValueError(f"argument {arg!r} is not accepted; {USAGE}")
+            if not sep or key not in OPTIONS:
+                raise ValueError(f"argument {arg!r} is not accepted; {__doc__.splitlines()[2]}")
             options[key] = value
-        figures = options.get("figures", "true").lower()
-        if figures not in ("true", "false"):
-            raise ValueError(f"figures={figures!r} is not accepted; choose true or false")
-        path = write_report(sweep, out=options.get("out"), figures=figures == "true")
+        print(report_from_cli(args[0], **options))
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
-    print(path)
     return 0
 
 

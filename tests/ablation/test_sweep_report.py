@@ -1,102 +1,127 @@
-"""End to end: a tiny 2×2 sweep through an experiment preset, then scripts/report.py on it."""
+"""End to end: the quick ablation grid (2 arms × 2 LRs × 2 seeds) through the real Hydra multirun
+with offline wandb, then its report: composition, rows equal to each job's metrics.json, the
+statistics recomputed here from those files, the wandb group and run-config keys, the summary run."""
 
 from __future__ import annotations
 
 import json
 import math
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
+from wandb.proto import wandb_internal_pb2
 
-from gptlab.analysis.report import parse_table, read_csv_log
+from gptlab.analysis.jobs import read_csv_log, read_sweep
+from gptlab.analysis.tables import parse_table
 from tests.conftest import run_script
+from tests.distributed.test_multirun import wandb_records
 
-# experiment=ablate_tying sweeps model/tying × seed; the command line narrows it to 2 × 2, tiny.
-SWEEP = [
-    "-m",
-    "experiment=ablate_tying",
-    "seed=1,2",
-    "model.n_layer=1",
-    "model.n_embd=32",
-    "model.n_head=2",
-    "model.block_size=32",
-    "data.batch_size=4",
-    "data.max_bytes=300000",
-    "trainer.max_steps=4",
-    "trainer.val_check_interval=2",
-    "data.val_windows=4",  # 1 batch of 4
-    "trainer.log_every_n_steps=1",
-    "logger=csv",
-]
 ENV = {"OMP_NUM_THREADS": "1"}
+T975_1 = 12.706  # two-sided 95% t quantile, 1 degree of freedom (2 seeds)
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Run the sweep once for every test of this module."""
-    root = tmp_path_factory.mktemp("sweep")
-    out = root / "sweep"
+    """Run the quick grid once for every test of this module (default loggers: wandb offline + csv)."""
+    out = tmp_path_factory.mktemp("sweep") / "sweep"
     cache = tmp_path_factory.getbasetemp() / "token-cache"
     proc = run_script(
-        "train.py", *SWEEP, f"hydra.sweep.dir={out}", f"data.cache_dir={cache}", env=ENV, timeout=600
-    )
+        "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}",
+        f"data.cache_dir={cache}", env=ENV, timeout=600,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
 
-def _job_dirs(sweep: Path) -> list[Path]:
-    return sorted((d for d in sweep.iterdir() if d.is_dir() and d.name.isdigit()), key=lambda d: int(d.name))
-
-
-def _cell(value: float | None, digits: int = 4) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
-
-@pytest.mark.slow
-def test_sweep_jobs_share_group_and_tags(sweep: Path) -> None:
-    jobs = _job_dirs(sweep)
-    assert len(jobs) == 4
-    metrics = [json.loads((j / "metrics.json").read_text()) for j in jobs]
-    groups = {m["group"] for m in metrics}
-    assert len(groups) == 1, groups  # one ${now} for the whole sweep, though jobs start seconds apart
-    assert next(iter(groups)).startswith("ablate_tying-")
-    for m in metrics:
-        assert m["tags"] == ["ablate_tying", "model/tying", "seed"]
-        assert isinstance(m["num_params"], int) and m["num_params"] > 0
-        assert any(o.startswith("model/tying=") for o in m["overrides"])
-        assert "experiment=" not in m["run_name"] and "model/tying=" in m["run_name"]
-    combos = {(m["overrides"][0], [o for o in m["overrides"] if o.startswith("seed=")][0]) for m in metrics}
-    assert len(combos) == 4
+def _jobs(sweep: Path) -> list[tuple[Path, dict, dict[str, str]]]:
+    out = []
+    for d in sorted((d for d in sweep.iterdir() if d.name.isdigit()), key=lambda d: int(d.name)):
+        m = json.loads((d / "metrics.json").read_text())
+        values = dict(o.split("=", 1) for o in m["overrides"])
+        out.append((d, m, values))
+    return out
 
 
 @pytest.mark.slow
-def test_report_rows_match_each_jobs_metrics(sweep: Path, tmp_path: Path) -> None:
-    out = tmp_path / "report"
-    proc = run_script("scripts/report.py", str(sweep), f"out={out}", env=ENV)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    text = (out / "report.md").read_text()
+def test_grid_composition(sweep: Path) -> None:
+    jobs = _jobs(sweep)
+    assert len(jobs) == 8
+    combos = {(v["model/tying"], v["optim.lr"], v["seed"]) for _, _, v in jobs}
+    assert combos == {(a, lr, s) for a in ("untied", "tied") for lr in ("0.001", "0.01") for s in ("1", "2")}
+    assert all(m["status"] == "finished" for _, m, _ in jobs)
+    assert len({m["group"] for _, m, _ in jobs}) == 1
+    assert jobs[0][1]["tags"][:4] == ["ablate_tying_quick", "model/tying", "optim.lr", "seed"]
+
+
+@pytest.mark.slow
+def test_report_rows_and_statistics_match_metrics(sweep: Path) -> None:
+    text = (sweep / "report.md").read_text()  # written by the sweep itself when it ended
+    jobs = _jobs(sweep)
     rows = parse_table(text)
-    jobs = _job_dirs(sweep)
-    assert [r["job"] for r in rows] == [j.name for j in jobs]
-    for row, job in zip(rows, jobs, strict=True):
-        m = json.loads((job / "metrics.json").read_text())
-        tying = next(o for o in m["overrides"] if o.startswith("model/tying="))
-        seed = next(o for o in m["overrides"] if o.startswith("seed="))
-        assert row["overrides"] == f"`{tying}, {seed}`"
-        assert row["params"] == f"{m['num_params']:,}"
-        assert row["best val loss"] == _cell(m["best_val_loss"])
-        assert row["final train loss"] == _cell(m["final_train_loss"])
-        assert row["tokens/s"] == f"{m['tokens_per_sec']:.0f}"
-        assert row["diverged"] == ("yes" if m["diverged"] else "no")
-        assert row["status"] == ("diverged" if m["diverged"] else "finished")
-    # untied has V·d more parameters than tied
-    params = {r["overrides"]: int(r["params"].replace(",", "")) for r in rows}
-    assert params["`model/tying=untied, seed=1`"] - params["`model/tying=tied, seed=1`"] == 256 * 32
-    for name in ("loss_curves.png", "grad_norm_heatmaps.png", "grad_norm_depth_profile.png"):
-        assert (out / "figures" / name).stat().st_size > 1000
-        assert f"figures/{name}" in text
-    assert "## Over seeds" in text
+    assert [r["job"] for r in rows] == [d.name for d, _, _ in jobs]
+    for r, (_, m, _) in zip(rows, jobs, strict=True):
+        assert r["final val loss"] == f"{m['final_val_loss']:.4f}"
+        assert r["params"] == f"{m['num_params']:,}" and r["status"] == "finished"
+    loss = {(v["model/tying"], float(v["optim.lr"]), v["seed"]): m["final_val_loss"] for _, m, v in jobs}
+    lr_rows = {r["arm"]: r for r in parse_table(text, "#### Final val loss by LR, mean [95% CI] over seeds")}
+    arm_rows = {r["arm"]: r for r in parse_table(text, "#### Arms")}
+    best = {}
+    for arm in ("untied", "tied"):
+        means = {lr: statistics.fmean([loss[(arm, lr, s)] for s in ("1", "2")]) for lr in (0.001, 0.01)}
+        for lr, mean in means.items():
+            vals = [loss[(arm, lr, s)] for s in ("1", "2")]
+            half = T975_1 * statistics.stdev(vals) / math.sqrt(2)
+            assert lr_rows[f"`{arm}`"][f"lr {lr:.3g}"] == f"{mean:.4f} [{mean - half:.4f}, {mean + half:.4f}]"
+        best[arm] = min(means, key=means.get)
+        assert arm_rows[f"`{arm}`"]["best LR"].split()[0] == f"{best[arm]:.3g}"
+        # Wortsman LR sensitivity per seed (nothing diverged here), then the mean over seeds
+        sens = [
+            max(loss[(arm, lr, s)] for lr in (0.001, 0.01)) / 2
+            - min(loss[(arm, lr, s)] for lr in (0.001, 0.01)) / 2
+            for s in ("1", "2")
+        ]
+        assert arm_rows[f"`{arm}`"]["LR sensitivity, mean [95% CI] over seeds"].startswith(
+            f"{statistics.fmean(sens):.4f} ["
+        )
+    (cmp_row,) = parse_table(text, "#### Against the baseline")
+    diffs = [loss[("tied", best["tied"], s)] - loss[("untied", best["untied"], s)] for s in ("1", "2")]
+    d, half = statistics.fmean(diffs), T975_1 * statistics.stdev(diffs) / math.sqrt(2)
+    assert cmp_row["arm"] == "`tied`" and cmp_row["test"] == "paired t (n=2)"
+    assert (
+        cmp_row["Δ final val loss (arm − baseline), mean [95% CI]"]
+        == f"{d:.4f} [{d - half:.4f}, {d + half:.4f}]"
+    )
+    expected = "better" if d + half < 0 else "worse" if d - half > 0 else "within noise"
+    assert cmp_row["verdict"] == expected
+    assert (sweep / "figures" / "ablate_tying_quick_val_loss_vs_lr.png").stat().st_size > 1000
+
+
+def _config(records: list[wandb_internal_pb2.Record]) -> dict[str, object]:
+    (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    items = {item.key: json.loads(item.value_json) for item in run.config.update}
+    return {k: v["value"] if isinstance(v, dict) and set(v) == {"value"} else v for k, v in items.items()}
+
+
+@pytest.mark.slow
+def test_wandb_one_group_ablation_keys_and_summary_run(sweep: Path) -> None:
+    groups = set()
+    for d, _, v in _jobs(sweep):
+        (f,) = d.glob("wandb/offline-run-*/run-*.wandb")
+        records = wandb_records(f)
+        (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+        groups.add(run.run_group)
+        config = _config(records)
+        assert config["arm"] == v["model/tying"] and config["arm_key"] == "model/tying"
+        assert config["lr"] == pytest.approx(float(v["optim.lr"]))
+        assert config["seed"] == int(v["seed"])
+    assert groups == {m["group"] for _, m, _ in _jobs(sweep)}
+    (summary,) = sweep.glob("wandb/offline-run-*/run-*.wandb")
+    records = wandb_records(summary)
+    (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    assert run.run_group in groups and run.job_type == "report"
+    assert any(r.WhichOneof("record_type") == "history" for r in records)  # the figures were logged
 
 
 @pytest.mark.slow
@@ -108,52 +133,46 @@ def test_report_marks_missing_and_truncated_jobs(sweep: Path, tmp_path: Path) ->
     text = csv_path.read_text()
     csv_path.write_text(text[: len(text) - 7])  # cut mid-line, as a crash mid-write would
     (broken / "3" / "metrics.json").write_text('{"status": "failed", "error": "error: boom"}\n')
+    m5 = json.loads((broken / "5" / "metrics.json").read_text())
+    (broken / "5" / "metrics.json").write_text(json.dumps({**m5, "diverged": True}))
     proc = run_script("scripts/report.py", str(broken), "figures=false", env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = (broken / "report.md").read_text()
     rows = {r["job"]: r for r in parse_table(report)}
-    assert set(rows) == {"0", "1", "2", "3"}
     assert rows["1"]["status"].startswith("missing: no metrics.json")
-    assert rows["1"]["best val loss"] == "—" and rows["1"]["params"] == "—"
-    assert rows["1"]["steps"].endswith("(csv)")  # how far its CSV log got
-    assert "model/tying=" in rows["1"]["overrides"]  # still known from .hydra/overrides.yaml
     assert "truncated" in rows["2"]["status"]
     assert rows["3"]["status"] == "failed: error: boom"
-    assert rows["0"]["status"] in ("finished", "diverged")
-    assert "## Missing or incomplete" in report
-
-
-def test_expected_jobs_not_started_are_listed(tmp_path: Path) -> None:
-    """A sweep dir with only multirun.yaml (nothing ran yet) lists every planned job as not started."""
-    from gptlab.analysis.report import read_sweep
-
-    (tmp_path / "multirun.yaml").write_text(
-        "hydra:\n"
-        "  sweeper:\n"
-        "    _target_: hydra._internal.core_plugins.basic_sweeper.BasicSweeper\n"
-        "    params:\n"
-        "      model/placement: pre,post\n"
-        "      model.n_layer: 2,4,6\n"
-        "  overrides:\n"
-        "    task:\n"
-        "    - experiment=ablate_placement\n"
-        "    - model.n_layer=2,4\n"
-    )
-    jobs = read_sweep(tmp_path)
-    assert len(jobs) == 4  # the command line's n_layer=2,4 replaces the preset's 2,4,6
-    assert all(j.status == "not started" for j in jobs)
-    assert {tuple(sorted(j.overrides)) for j in jobs} == {
-        tuple(sorted(["model/placement=" + p, "model.n_layer=" + n, "experiment=ablate_placement"]))
-        for p in ("pre", "post")
-        for n in ("2", "4")
+    assert rows["5"]["status"] == "diverged"
+    lr_rows = {
+        r["arm"]: r for r in parse_table(report, "#### Final val loss by LR, mean [95% CI] over seeds")
     }
+    # job 1 = untied, lr 0.01, seed 1 (no result); job 5 = untied, lr 0.01, seed 2 (diverged):
+    # that cell has no finished seed left, and says why instead of averaging anything
+    assert lr_rows["`untied`"]["lr 0.01"] == "diverged 1/2, no result 1/2"
+    arms = {r["arm"]: r for r in parse_table(report, "#### Arms")}
+    assert arms["`untied`"]["best LR"].startswith("0.001")  # the only LR with every seed's result
+    assert arms["`untied`"]["diverged / no result (all LRs)"] == "1 / 1"
 
 
-def test_csv_reader_drops_a_cut_line(tmp_path: Path) -> None:
+def test_csv_reader_drops_a_cut_line_and_joins_resume_parts(tmp_path: Path) -> None:
     path = tmp_path / "metrics.csv"
     path.write_text("step,train/loss,val/loss\n0,5.5,\n1,5.25,5.4\n2,5.12")
     series, problems = read_csv_log(path)
     assert series["train/loss"] == [(0, 5.5), (1, 5.25)]  # "5.12" might be "5.1234…" cut short
-    assert series["val/loss"] == [(1, 5.4)]
     assert any("truncated" in p for p in problems)
-    assert math.isfinite(series["train/loss"][-1][1])
+    (tmp_path / "metrics.part-0.csv").write_text("step,train/loss\n0,5.5\n1,5.2\n2,5.1\n3,5.0\n")
+    path.write_text("step,train/loss\n2,5.11\n3,5.01\n4,4.9\n")  # resumed from the step-1 checkpoint
+    series, _ = read_csv_log(path)
+    assert series["train/loss"] == [(0, 5.5), (1, 5.2), (2, 5.11), (3, 5.01), (4, 4.9)]
+
+
+def test_planned_jobs_not_started_are_listed(tmp_path: Path) -> None:
+    """A sweep dir with only the grid record (nothing ran yet) lists every planned job as not started."""
+    from gptlab.ablation.grid import build_grid
+    from gptlab.ablation.sweep_dir import write_record
+
+    grid = build_grid("model/placement", ["pre", "post"], None, ["0.001", "0.01"], ["1"], {}, [])
+    write_record(tmp_path, grid, "g")
+    jobs = read_sweep(tmp_path)
+    assert len(jobs) == 4 and all(j.status == "not started" for j in jobs)
+    assert {j.values["model/placement"] for j in jobs} == {"pre", "post"}

@@ -209,3 +209,49 @@ def curve_panels(
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+Band = tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[float], Sequence[float]]
+
+
+def band_panels(
+    panels: dict[str, dict[str, Band]],
+    path: Path,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    ncols: int = 2,
+) -> Path:
+    """Per panel, one line per name: (x, mean, low, high, x of failures). The band spans low–high;
+    failures (diverged runs) are red crosses at the panel's top. Log x, shared y."""
+    fig, axes = _grid(len(panels), ncols, 6.0, 4.2)
+    for ax, (panel, series) in zip(axes, panels.items(), strict=True):
+        crossed = False
+        for k, (name, (x, mean, low, high, bad)) in enumerate(series.items()):
+            color = f"C{k % 10}"
+            ax.plot(x, mean, "-o", color=color, label=name, markersize=4)
+            ax.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
+            if bad:
+                ax.plot(
+                    bad,
+                    [0.97] * len(bad),
+                    "x",
+                    color="red",
+                    markersize=9,
+                    mew=2,
+                    transform=ax.get_xaxis_transform(),
+                    label=None if crossed else "diverged (a seed)",
+                )
+                crossed = True
+        ax.set_xscale("log")
+        ax.set_title(panel, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if series:
+            ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,4 +1,15 @@
-"""The initialization recipe of the seeds, declared tensor by tensor and applied in one function."""
+"""The initialization recipe of the seeds, declared tensor by tensor and applied in one function.
+
+DeepNorm (Wang et al. 2022, the decoder-only case) has its own recipe: Xavier-normal matrices,
+std = gain·sqrt(2/(fan_in + fan_out)), with gain β = (8N)^(-1/4) on v, out and the FFN's matrices
+and gain 1 on q and k (N = n_layer; the residual's α = (2N)^(1/4) lives in block.py). The paper's
+FFN has no gate. Here the gate takes gain 1, like q and k: it shapes which hidden units pass (as
+the attention pattern shapes which positions do) and writes nothing into the stream itself, while
+up and down carry the branch's value path and take β. Then a gated branch's output scales with β²
+at init, as the ungated one's does; β on the gate too would make it β³ (a smaller branch at init
+than the paper's derivation assumes). docs/ablations.md, "DeepNorm init", has the measured
+variances.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +22,19 @@ from torch import nn
 from gptlab.model.config import GPTConfig
 
 _STREAM_WRITERS = re.compile(r"blocks\.(\d+)\.(attn\.out_proj|ffn\.down_proj)\.weight$")
-_DEEPNORM_BETA = re.compile(r"blocks\.(\d+)\.(attn\.v_proj|ffn\.gate_proj|ffn\.up_proj)\.weight$")
+_BLOCK_MATRIX = re.compile(r"blocks\.\d+\.(attn\.(q|k|v|out)_proj|ffn\.(gate|up|down)_proj)\.weight$")
+DEEPNORM_UNIT_GAIN = ("attn.q_proj", "attn.k_proj", "ffn.gate_proj")  # every other block matrix: β
 
 
 def deepnorm_beta(n_layer: int) -> float:
     """DeepNet's init down-scaling for decoder-only models: β = (8L)^(-1/4) (Wang et al. 2022)."""
     return (8 * n_layer) ** -0.25
+
+
+def xavier_std(shape: torch.Size | tuple[int, ...], gain: float) -> float:
+    """Xavier (Glorot) normal std of a Linear weight of shape (fan_out, fan_in)."""
+    fan_out, fan_in = shape[0], shape[1]
+    return gain * math.sqrt(2.0 / (fan_in + fan_out))
 
 
 def depth_scale(cfg: GPTConfig, layer: int) -> float:
@@ -30,17 +48,26 @@ def depth_scale(cfg: GPTConfig, layer: int) -> float:
     return 1.0
 
 
-def recipe(cfg: GPTConfig, name: str) -> float | str:
-    """The recipe table: the target std of parameter `name`, or 'ones' / 'zeros'."""
+def deepnorm_std(cfg: GPTConfig, name: str, shape: torch.Size | tuple[int, ...]) -> float | None:
+    """DeepNorm's Xavier std for a block matrix (None: not a block matrix, the general rule applies)."""
+    m = _BLOCK_MATRIX.search(name)
+    if m is None:
+        return None
+    unit = m.group(1) in DEEPNORM_UNIT_GAIN
+    return xavier_std(shape, 1.0 if unit else deepnorm_beta(cfg.n_layer))
+
+
+def recipe(cfg: GPTConfig, name: str, shape: torch.Size | tuple[int, ...] = ()) -> float | str:
+    """The recipe table: the target std of parameter `name` (of `shape`), or 'ones' / 'zeros'."""
     if name.endswith(".bias"):
         return "zeros"  # no reason to break symmetry twice
     if "norm" in name.rsplit(".", 2)[-2]:
         return "ones"  # every norm starts as identity, so the block begins as a pass-through
+    if cfg.norm_placement == "deepnorm" and (std := deepnorm_std(cfg, name, shape)) is not None:
+        return std
     sigma = cfg.std
     if m := _STREAM_WRITERS.search(name):
         return sigma * depth_scale(cfg, int(m.group(1)))  # these write into the residual stream
-    if cfg.norm_placement == "deepnorm" and _DEEPNORM_BETA.search(name):
-        return sigma * deepnorm_beta(cfg.n_layer)
     return sigma  # q, k, v, gate, up, tok_emb, pos_emb, untied lm_head
 
 
@@ -48,7 +75,7 @@ def recipe(cfg: GPTConfig, name: str) -> float | str:
 def init_weights(model: nn.Module, cfg: GPTConfig) -> None:
     """Apply `recipe` to every parameter (a tied matrix once); deterministic under torch.manual_seed."""
     for name, p in model.named_parameters():
-        target = recipe(cfg, name)
+        target = recipe(cfg, name, tuple(p.shape))
         if target == "zeros":
             nn.init.zeros_(p)
         elif target == "ones":

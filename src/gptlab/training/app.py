@@ -33,7 +33,7 @@ from gptlab.training.callbacks.summary import RunSummary, write_json_atomic
 from gptlab.training.callbacks.throughput import LogStepThroughput
 from gptlab.training.checkpoint_io import AtomicCheckpointIO
 from gptlab.training.launch import LocalWorkers, externally_launched
-from gptlab.training.loggers import build_loggers, finish_wandb
+from gptlab.training.loggers import ablation_fields, build_loggers, finish_wandb
 from gptlab.training.module import GPTLightningModule
 from gptlab.training.strategies import build_strategy
 
@@ -141,6 +141,8 @@ def swept_keys() -> list[str]:
 
     hydra_cfg = HydraConfig.get()
     keys = [str(k) for k in (hydra_cfg.sweeper.get("params") or {})]
+    if hydra_cfg.sweeper.get("arm"):  # the ablation sweeper: its grid is arm × LR × seed
+        keys = [str(hydra_cfg.sweeper.arm), "optim.lr", "seed", *keys]
     master = Path(hydra_cfg.sweep.dir) / "multirun.yaml"
     if master.is_file():
         task = OmegaConf.load(master).hydra.overrides.task
@@ -151,6 +153,15 @@ def swept_keys() -> list[str]:
         keys = [o.split("=", 1)[0].lstrip("+~") for o in job_overrides()]
         keys = [k for k in keys if k not in excluded]
     return list(dict.fromkeys(keys))
+
+
+def sweep_arm_key() -> str | None:
+    """The ablation sweeper's arm key (e.g. model/ffn) in a multirun of one, else None."""
+    try:
+        arm = HydraConfig.get().sweeper.get("arm")
+    except ValueError:
+        return None
+    return str(arm) if arm else None
 
 
 def job_tags(cfg: TrainConfig) -> list[str]:
@@ -270,13 +281,16 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
             init_from_hf(module.model, model_cfg.init_from)
         rank = rank_zero_only.rank  # Lightning's global rank, from RANK / LOCAL_RANK / SLURM_PROCID
         logger_cfg = dataclasses.replace(cfg.logger, tags=job_tags(cfg))
+        run_config = OmegaConf.to_container(raw, resolve=True)
+        run_config.update(ablation_fields(cfg.optim.lr, cfg.seed, job_overrides(), sweep_arm_key()))
         loggers = build_loggers(
-            logger_cfg, run_dir, run_name(cfg), OmegaConf.to_container(raw, resolve=True), rank
+            logger_cfg, run_dir, run_name(cfg), run_config, rank, resume=cfg.ckpt_path is not None
         )
         summary = RunSummary(
             run_dir,
             extra={
                 "num_params": module.model.num_params(),
+                "vocab_size": model_cfg.vocab_size,  # ln(V): the report's loss at init
                 "run_name": run_name(cfg),
                 "overrides": job_overrides(),
                 "group": logger_cfg.group,
@@ -292,8 +306,9 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
         except BaseException as err:  # never leave a half-done run looking like a result
             if isinstance(err, SIGTERMException):
                 summary.write(trainer, "preempted", resume_from=str(run_dir / "checkpoints" / "last.ckpt"))
-            else:
-                summary.write(trainer, "failed", error=one_line(err))
+            else:  # a non-finite stop is a result of its LR, recorded as diverged
+                diverged = {"diverged": True} if isinstance(err, NonFiniteError) else {}
+                summary.write(trainer, "failed", error=one_line(err), **diverged)
             finish_wandb(loggers)
             raise
         sample = generate_sample(cfg, module, datamodule)

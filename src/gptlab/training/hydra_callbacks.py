@@ -15,18 +15,28 @@ log = logging.getLogger("gptlab")
 
 
 class ExitNonZeroOnFailedJobs(Callback):
-    """After a multirun, read each job's metrics.json; if any failed, print them and exit with 2."""
+    """After a multirun, read each job's metrics.json; if any failed, print them and exit with 2.
+
+    A job that stopped on a non-finite step is recorded as failed *and* diverged: in an LR grid that
+    is the result of a too-high LR, not a failure of the sweep, so it is listed but does not count.
+    """
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep = Path(config.hydra.sweep.dir)
-        failed = []
+        failed, diverged = [], []
         for metrics in sorted(sweep.glob("*/metrics.json")):
             try:
                 status = json.loads(metrics.read_text())
             except (OSError, json.JSONDecodeError):
                 continue
             if status.get("status") == "failed":
-                failed.append(f"{metrics.parent.name}: {status.get('error')}")
+                (diverged if status.get("diverged") else failed).append(
+                    f"{metrics.parent.name}: {status.get('error')}"
+                )
+        if diverged:
+            log.warning(
+                "%d job(s) diverged (a result, not a failure):\n  %s", len(diverged), "\n  ".join(diverged)
+            )
         if failed:
             print(
                 f"{len(failed)} job(s) of the sweep failed:\n  " + "\n  ".join(failed),

@@ -1,4 +1,10 @@
-"""WandbLogger (offline unless configured) and CSVLogger, with a fallback that never stops training."""
+"""WandbLogger (offline unless configured) and CSVLogger, with a fallback that never stops training.
+
+A resumed run (ckpt_path given) in a directory that already holds a run keeps both records whole:
+its wandb run continues under the same id (resume="allow", one curve on the dashboard), and the CSV
+log of the earlier attempt is kept as csv/metrics.part-N.csv (Lightning's CSVLogger would delete it);
+gptlab.analysis.jobs joins the parts.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +21,41 @@ log = logging.getLogger(__name__)
 WANDB_MODES = ("offline", "online", "disabled")
 
 
-def _wandb(cfg: LoggerConfig, run_dir: Path, name: str, config: dict[str, Any], mode: str) -> WandbLogger:
+def previous_wandb_id(run_dir: Path) -> str | None:
+    """The id of the newest wandb run in `run_dir` (online or offline), read from its run file."""
+    files = sorted((run_dir / "wandb").glob("*run-*/run-*.wandb"), key=lambda p: p.stat().st_mtime)
+    return files[-1].stem.removeprefix("run-") if files else None
+
+
+def keep_csv_part(run_dir: Path) -> Path | None:
+    """Move an earlier attempt's csv/metrics.csv to metrics.part-N.csv (N = 0, 1, ...)."""
+    current = run_dir / "csv" / "metrics.csv"
+    if not current.is_file():
+        return None
+    n = len(list(current.parent.glob("metrics.part-*.csv")))
+    kept = current.with_name(f"metrics.part-{n}.csv")
+    current.rename(kept)
+    return kept
+
+
+def ablation_fields(lr: float, seed: int, overrides: list[str], arm_key: str | None) -> dict[str, Any]:
+    """Top-level run-config keys a wandb grouped plot or parallel-coordinates view reads directly:
+    the arm (the value of the sweep's arm key in this job's overrides), the peak LR and the seed."""
+    fields: dict[str, Any] = {"lr": lr, "seed": seed}
+    if arm_key:
+        value = next(
+            (o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == arm_key), None
+        )
+        fields.update(arm=value, arm_key=arm_key)
+    return fields
+
+
+def _wandb(
+    cfg: LoggerConfig, run_dir: Path, name: str, config: dict[str, Any], mode: str, run_id: str | None = None
+) -> WandbLogger:
     import wandb
 
+    resume = {"id": run_id, "resume": "allow"} if run_id else {}
     logger = WandbLogger(
         project=cfg.project,
         entity=cfg.entity,
@@ -29,16 +67,21 @@ def _wandb(cfg: LoggerConfig, run_dir: Path, name: str, config: dict[str, Any], 
         mode=mode,
         config=config,
         settings=wandb.Settings(init_timeout=30),
+        **resume,
     )
     return logger
 
 
 def build_loggers(
-    cfg: LoggerConfig, run_dir: Path, name: str, config: dict[str, Any], rank: int
+    cfg: LoggerConfig, run_dir: Path, name: str, config: dict[str, Any], rank: int, resume: bool = False
 ) -> list[Logger]:
-    """CSV always works; wandb that cannot start (no network, no key) falls back to offline, then off."""
+    """CSV always works; wandb that cannot start (no network, no key) falls back to offline, then off.
+    `resume`: this run continues from a checkpoint; an earlier run in run_dir is continued."""
     if cfg.mode not in WANDB_MODES:
         raise ValueError(f"logger.mode={cfg.mode!r} is not accepted; choose one of {WANDB_MODES}")
+    run_id = previous_wandb_id(run_dir) if resume else None
+    if resume and rank == 0:
+        keep_csv_part(run_dir)
     loggers: list[Logger] = []
     if cfg.csv:
         loggers.append(CSVLogger(save_dir=str(run_dir), name="csv", version=""))
@@ -49,7 +92,7 @@ def build_loggers(
             log.warning("wandb: no API key found; logging offline instead (sync later with `wandb sync`)")
             mode = "offline"
         try:
-            logger = _wandb(cfg, run_dir, name, config, mode)
+            logger = _wandb(cfg, run_dir, name, config, mode, run_id)
             if rank == 0:
                 _ = logger.experiment  # start the run now so a failure is caught here
             loggers.append(logger)
@@ -57,7 +100,7 @@ def build_loggers(
             if mode == "online":
                 log.warning("wandb online failed (%s); logging offline instead", str(err).splitlines()[0])
                 try:
-                    logger = _wandb(cfg, run_dir, name, config, "offline")
+                    logger = _wandb(cfg, run_dir, name, config, "offline", run_id)
                     if rank == 0:
                         _ = logger.experiment
                     loggers.append(logger)

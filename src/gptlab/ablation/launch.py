@@ -1,0 +1,146 @@
+"""Run an ablation grid in its sweep directory: validate, check the directory, launch what is left.
+
+Everything that can be wrong with the grid is found before anything is written: a bad LR grid or
+seed count, an unknown arm, a job the schema refuses, a sweep directory holding another grid. Each
+is one line on stderr and exit 2. Then jobs run one at a time, each with its own job number (so its
+directory is `<sweep dir>/<number>` whether or not the jobs before it ran this time): a finished
+job is skipped without touching its files, an interrupted one is re-launched with
+`ckpt_path=<its last.ckpt>` and the sweep's original wandb group.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from gptlab.ablation.grid import LR_KEY, SEED_KEY, Grid, GridError, build_grid, lr_values, seed_values
+from gptlab.ablation.sweep_dir import DONE, RESUME, conflict, job_state, read_record, write_record
+
+log = logging.getLogger("gptlab")
+SUBDIR = "${hydra.job.num}"
+
+
+def fail(message: str) -> None:
+    """One line on stderr, exit 2: the sweep's input was wrong and nothing was started."""
+    print(f"error: {' '.join(message.split())}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def _parse_cli(sweeper: Any, arguments: list[str]) -> list[tuple[str, list[str], bool]]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader)
+    out = []
+    for o in parser.parse_overrides(arguments):
+        key = o.get_key_element()
+        if o.is_sweep_override():
+            out.append((key, [str(v) for v in o.sweep_string_iterator()], True))
+        else:
+            out.append((key, [o.get_value_element_as_str()], False))
+    return out
+
+
+def _params(sweeper: Any) -> dict[str, list[str]]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader)
+    params = sweeper.spec["params"] or {}
+    parsed = parser.parse_overrides([f"{k}={v}" for k, v in params.items()])
+    return {o.get_key_element(): [str(v) for v in o.sweep_string_iterator()] for o in parsed}
+
+
+def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
+    """The grid from hydra.sweeper.* and the command line; GridError names the bad field."""
+    spec = sweeper.spec
+    loader = sweeper.hydra_context.config_loader
+
+    def options(key: str) -> list[str] | None:
+        found = list(loader.get_group_options(key.lstrip("+~"))) if "." not in key else []
+        return found or None  # a field (model.depth_scaled_init) is checked by the schema instead
+
+    return build_grid(
+        arm=spec["arm"],
+        arms=spec["arms"],
+        baseline=spec["baseline"],
+        lrs=lr_values(spec["lr"].min, spec["lr"].max, spec["lr"].points),
+        seeds=seed_values(spec["seeds"]),
+        params=_params(sweeper),
+        cli=_parse_cli(sweeper, arguments),
+        group_options=options,
+    )
+
+
+def check_jobs_compose(sweeper: Any, grid: Grid) -> None:
+    """Compose and schema-check one job per (cell, arm): a value the schema refuses (an unknown
+    arm of a field, say) fails here in one line rather than in every job of the sweep."""
+    seen: set[tuple[str, ...]] = set()
+    for job in grid.jobs():  # LR and seed were checked already: one job per (cell, arm) is enough
+        identity = tuple(o for o in job if not o.startswith((f"{SEED_KEY}=", f"{LR_KEY}=")))
+        if identity in seen:
+            continue
+        seen.add(identity)
+        try:
+            cfg = sweeper.hydra_context.config_loader.load_sweep_config(sweeper.config, list(job))
+            with open_dict(cfg):
+                del cfg["hydra"]
+            OmegaConf.to_object(cfg)
+        except Exception as err:  # noqa: BLE001 - any refusal is the grid's input error
+            fail(f"the grid's job [{' '.join(job)}] is not accepted: {str(err).splitlines()[0]}")
+
+
+def sweep_group(config: DictConfig) -> str | None:
+    """The wandb group the sweep config resolves to (one ${now} per sweep)."""
+    try:
+        group = OmegaConf.select(config, "logger.group")
+    except Exception:  # noqa: BLE001
+        return None
+    return None if group is None else str(group)
+
+
+def run_grid(sweeper: Any, arguments: list[str]) -> list[Any]:
+    """Validate, check the sweep dir, record the grid, launch the jobs not done (the sweeper then
+    writes the report: reporting is analysis, a layer above this package)."""
+    config = sweeper.config
+    try:
+        grid = make_grid(sweeper, arguments)
+    except GridError as err:
+        fail(str(err))
+    if OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir") != SUBDIR:
+        fail(f"hydra.sweep.subdir must stay {SUBDIR} for the ablation sweeper (a job's dir is its number)")
+    jobs = grid.jobs()
+    check_jobs_compose(sweeper, grid)
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    problem = conflict(sweep_dir, jobs)
+    if problem:
+        fail(problem)
+    record = read_record(sweep_dir)
+    group = sweep_group(config)
+    original = record.get("group") if record else group
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(config, sweep_dir / "multirun.yaml")
+    write_record(sweep_dir, grid, original)
+    results = []
+    for k, job in enumerate(jobs):
+        state, ckpt = job_state(sweep_dir / str(k))
+        if state == DONE:
+            log.info("job %d finished in an earlier run of this sweep: skipped", k)
+            continue
+        extra = [f"ckpt_path='{ckpt}'"] if state == RESUME else []
+        if original is not None and original != group:
+            extra.append(f"logger.group='{original}'")
+        if extra:
+            log.info("job %d: re-launched with %s", k, " ".join(extra))
+        (ret,) = sweeper.launcher.launch([job + extra], initial_job_idx=k)
+        _ = ret.return_value  # re-raises what the job raised (as Hydra's basic sweeper does)
+        results.append(ret)
+    return [results]
+
+
+def sweep_group_of_record(sweep_dir: Path, config: Any) -> str | None:
+    """The wandb group the sweep's jobs log to: the one recorded when the sweep first ran."""
+    record = read_record(sweep_dir)
+    return record.get("group") if record else sweep_group(config)

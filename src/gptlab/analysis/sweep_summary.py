@@ -1,0 +1,92 @@
+"""The end of an ablation sweep: report.md in the sweep dir, and its figures in a wandb summary run.
+
+The summary run joins the sweep's group (job_type "report"), so the dashboard shows the LR figure
+beside the jobs' curves. A wandb that cannot start never fails a sweep whose jobs all ran.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger("gptlab")
+
+
+def log_report_to_wandb(report: Path, group: str | None, logger_cfg: dict[str, Any]) -> str | None:
+    """Log every figure under <report dir>/figures and the report text to a summary run of `group`;
+    returns the run's id (None when wandb is off or failed)."""
+    mode = logger_cfg.get("mode", "offline")
+    if not logger_cfg.get("wandb") or mode == "disabled":
+        return None
+    try:
+        import wandb
+
+        os.environ.setdefault("WANDB_SILENT", "true")
+        run = wandb.init(
+            project=logger_cfg.get("project"),
+            entity=logger_cfg.get("entity"),
+            group=group,
+            job_type="report",
+            name=f"{group}-report" if group else "report",
+            dir=str(report.parent),
+            mode="offline" if mode == "online" and not os.environ.get("WANDB_API_KEY") else mode,
+            config={"report": str(report)},
+            reinit="create_new",
+        )
+        images = {
+            f"report/{p.stem}": wandb.Image(str(p)) for p in sorted((report.parent / "figures").glob("*.png"))
+        }
+        run.log(images)
+        run.summary["report_md"] = report.read_text()
+        run_id = run.id
+        run.finish()
+        return run_id
+    except Exception as err:  # noqa: BLE001 - the sweep's results are on disk either way
+        log.warning("wandb summary run not written: %s", str(err).splitlines()[0] if str(err) else err)
+        return None
+
+
+def report_and_log(sweep_dir: Path, config: DictConfig, group: str | None) -> Path | None:
+    """Write the report (figures included) and log it to the group's summary run."""
+    from gptlab.analysis.report import write_report
+
+    try:
+        report = write_report(sweep_dir)
+    except Exception as err:  # noqa: BLE001 - the jobs are done; scripts/report.py can retry
+        log.warning("report not written (%s); run scripts/report.py %s", err, sweep_dir)
+        return None
+    log.info("ablation report: %s", report)
+    logger_cfg = OmegaConf.to_container(config.logger, resolve=False)
+    assert isinstance(logger_cfg, dict)
+    logger_cfg["group"] = group
+    log_report_to_wandb(report, group, logger_cfg)
+    return report
+
+
+def _flag(name: str, value: str | None) -> bool:
+    if value not in ("true", "false"):
+        raise ValueError(f"{name}={value!r} is not accepted; choose true or false")
+    return value == "true"
+
+
+def report_from_cli(sweep: str, out: str | None, figures: str | None, wandb: str | None) -> Path:
+    """scripts/report.py: the report, and with wandb=true the summary run of the sweep's group (the
+    group and logger settings read from its multirun.yaml and ablation.json)."""
+    from gptlab.ablation.sweep_dir import read_record
+    from gptlab.analysis.report import write_report
+
+    draw, log_it = _flag("figures", figures), _flag("wandb", wandb)
+    report = write_report(sweep, out=out, figures=draw)
+    if log_it:
+        master = Path(sweep) / "multirun.yaml"
+        if not master.is_file():
+            raise FileNotFoundError(f"wandb=true needs {master} (the sweep's logger settings)")
+        logger_cfg = OmegaConf.to_container(OmegaConf.load(master).logger, resolve=False)
+        record = read_record(Path(sweep)) or {}
+        assert isinstance(logger_cfg, dict)
+        log_report_to_wandb(report, record.get("group"), {**logger_cfg, "wandb": True})
+    return report

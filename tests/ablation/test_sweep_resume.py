@@ -1,0 +1,128 @@
+"""A sweep killed mid-job (SIGTERM, then SIGKILL) and re-run with the same command and sweep dir:
+the finished job is untouched (every file's mtime), the interrupted one resumes from its last.ckpt
+and continues its own wandb run (same id, read from the offline run files), in the sweep's group."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gptlab.analysis.jobs import read_csv_log
+from tests.conftest import REPO
+from tests.distributed.test_multirun import wandb_records
+
+pytestmark = pytest.mark.slow
+STEPS = 150
+# two jobs (gelu, swiglu) of the quick preset, long enough that a kill lands mid-training
+GRID = [
+    "-m",
+    "experiment=ablate_ffn_quick",
+    "seed=1",
+    "optim.lr=0.003",
+    "model.n_layer=2",
+    "model.n_embd=64",
+    "model.n_head=4",
+    f"trainer.max_steps={STEPS}",
+    "trainer.val_check_interval=25",
+    "trainer.log_every_n_steps=5",
+    "hydra.sweeper.report=false",
+]
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1"}
+    env.pop("LOCAL_RANK", None)
+    return env
+
+
+def _sweep(sweep: Path, cache: Path) -> list[str]:
+    return [
+        sys.executable,
+        str(REPO / "train.py"),
+        *GRID,
+        f"hydra.sweep.dir={sweep}",
+        f"data.cache_dir={cache}",
+    ]
+
+
+def _mtimes(job: Path) -> dict[str, int]:
+    return {str(p.relative_to(job)): p.stat().st_mtime_ns for p in job.rglob("*") if p.is_file()}
+
+
+def _run_ids(job: Path) -> list[tuple[str, str | None]]:
+    """(run id, group) of every wandb run file in the job's dir, oldest first. The id is the file's
+    name (run-<id>.wandb); the group is its run record's, when one was flushed before a SIGKILL."""
+    out = []
+    for f in sorted(job.glob("wandb/offline-run-*/run-*.wandb")):
+        runs = [r.run for r in wandb_records(f) if r.WhichOneof("record_type") == "run"]
+        run_id = f.stem.removeprefix("run-")
+        assert all(r.run_id == run_id for r in runs)
+        out.append((run_id, runs[0].run_group if runs else None))
+    return out
+
+
+def _kill_mid_job(sweep: Path, cache: Path, sig: int) -> None:
+    """Start the sweep; once job 1 has a checkpoint and is still training, send `sig`."""
+    proc = subprocess.Popen(
+        _sweep(sweep, cache), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    ckpt = sweep / "1" / "checkpoints" / "last.ckpt"
+    try:
+        deadline = time.monotonic() + 300
+        while not ckpt.is_file():
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "job 1 wrote no checkpoint in time"
+            time.sleep(0.02)
+        proc.send_signal(sig)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    expected = 143 if sig == signal.SIGTERM else -signal.SIGKILL
+    assert proc.returncode == expected
+    status = json.loads((sweep / "1" / "metrics.json").read_text())["status"]
+    assert status == ("preempted" if sig == signal.SIGTERM else "running"), "the kill did not land mid-job"
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.getbasetemp() / "token-cache"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_rerun_skips_finished_and_resumes_interrupted(tmp_path: Path, cache: Path, sig: int) -> None:
+    sweep = tmp_path / "sweep"
+    _kill_mid_job(sweep, cache, sig)
+    finished = json.loads((sweep / "0" / "metrics.json").read_text())
+    assert finished["status"] == "finished"
+    before = _mtimes(sweep / "0")
+    (first_id, group), *_ = _run_ids(sweep / "1")
+
+    proc = subprocess.run(
+        _sweep(sweep, cache), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _mtimes(sweep / "0") == before  # not re-run, not even its .hydra files rewritten
+    resumed = json.loads((sweep / "1" / "metrics.json").read_text())
+    assert resumed["status"] == "finished" and resumed["steps"] == STEPS
+    overrides = yaml.safe_load((sweep / "1" / ".hydra" / "overrides.yaml").read_text())
+    ckpt = next(o for o in overrides if o.startswith("ckpt_path="))
+    assert ckpt.endswith("/1/checkpoints/last.ckpt'")
+    # the resumed attempt continued the same wandb run, in the sweep's original group
+    runs = _run_ids(sweep / "1")
+    assert len(runs) == 2 and {r for r, _ in runs} == {first_id}
+    assert runs[-1][1] == finished["group"] and group in (None, finished["group"])
+    # the CSV log of the killed attempt is kept; joined, the log covers every logged step once
+    log, problems = read_csv_log(sweep / "1" / "csv" / "metrics.csv")
+    assert (sweep / "1" / "csv" / "metrics.part-0.csv").is_file()
+    steps = [s for s, _ in log["train/loss"]]
+    assert steps == sorted(set(steps)) and steps[0] <= 5 and steps[-1] >= STEPS - 5, steps
