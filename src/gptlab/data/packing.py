@@ -27,7 +27,6 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from gptlab.data import integrity
 from gptlab.data.config import DataConfig
@@ -363,6 +362,9 @@ def sigterm_raises() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: Any) -> None:
+        # imported here: lightning costs ~0.5 GB and seconds to import, and the app has it loaded
+        from lightning.pytorch.utilities.exceptions import SIGTERMException
+
         raise SIGTERMException
 
     previous = signal.signal(signal.SIGTERM, handler)
