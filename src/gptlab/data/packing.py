@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from gptlab.data import integrity
 from gptlab.data.config import DataConfig
-from gptlab.data.sources import load_documents, resolve_path, source_fingerprint, stable_hash
+from gptlab.data.sources import load_documents, resolve_files, resolve_path, source_fingerprint, stable_hash
 from gptlab.data.streaming import pieces, streamed
 from gptlab.data.tokenizers import Tokenizer, build_tokenizer, load_tokenizer, tokenizer_identity
 from gptlab.data.writer import split_last_tokens, write_stream
@@ -261,6 +261,11 @@ def _pack_stream(cfg: DataConfig, tmp: Path, source_fp: str) -> tuple[Tokenizer,
     tokenizer = build_tokenizer(cfg, lambda: _train_texts(cfg), source_fp)
     dtype = token_dtype(tokenizer.vocab_size)
     num_proc = max(1, cfg.num_proc)
+    if (
+        cfg.source == "text"
+        and sum(f.stat().st_size for f in resolve_files(cfg.path or "")) < PARALLEL_MIN_BYTES
+    ):
+        num_proc = 1  # starting a spawned pool costs seconds: only worth it for big files
     log.info("packing a stream of documents with %s (num_proc=%d)", tokenizer.name, num_proc)
     counts = write_stream(pieces(cfg), tokenizer, dtype, tmp, val_period(cfg.val_fraction), num_proc)
     return tokenizer, counts, counts["train"]["docs"] + counts["val"]["docs"]
