@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -165,3 +166,64 @@ def test_packing_rss_is_bounded_and_flat(tmp_path: Path) -> None:
     # held whole, 72 MiB of text is 72 MiB as one str plus 144 MiB of uint16 tokens
     assert big < 300, (small, big)
     assert big < small * 1.1, (small, big)
+
+
+def test_sigterm_while_packing_raises_and_leaves_nothing(text_cfg, tmp_path: Path, monkeypatch) -> None:
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    from gptlab.data import writer
+
+    real = writer.encode
+
+    def slow(*args):
+        time.sleep(0.2)
+        return real(*args)
+
+    monkeypatch.setattr(writer, "encode", slow)
+    monkeypatch.setattr(writer, "BATCH_BYTES", 64)
+    text = corpus(tmp_path / "c.txt", 1 << 20)
+    cache = tmp_path / "cache"
+
+    def kill_when_packing() -> None:
+        while not list(cache.glob(".*")):
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=kill_when_packing, daemon=True).start()
+    with pytest.raises(SIGTERMException):
+        prepare_tokens(
+            DataConfig(source="text", path=str(text), doc_separator=SEP, cache_dir=str(cache), num_proc=1)
+        )
+    assert not list(cache.glob(".*")) and not list(cache.glob("*/meta.json"))
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is put back
+
+
+@pytest.mark.slow
+def test_sigterm_while_packing_ends_the_run_preempted(tmp_path: Path) -> None:
+    from tests.conftest import TINY
+
+    text = corpus(tmp_path / "big.txt", 256 << 20)
+    cache, run_dir = tmp_path / "cache", tmp_path / "run"
+    args = [
+        *TINY,
+        f"data.cache_dir={cache}",
+        f"hydra.run.dir={run_dir}",
+        "data.source=text",
+        "data.num_proc=1",
+    ]
+    args += [f"data.path={text}", f"data.doc_separator='{SEP}'", "data.max_bytes=null", "trainer.max_steps=2"]
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(SRC).parent / "train.py"), *args],
+        env={**os.environ, "PYTHONPATH": SRC, "WANDB_MODE": "offline"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 240
+    while not list(cache.glob(".*/train.bin")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-3000:]
+    assert json.loads((run_dir / "metrics.json").read_text())["status"] == "preempted"
+    assert not list(cache.glob(".*")) and not list(cache.glob("*/meta.json"))
