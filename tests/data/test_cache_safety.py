@@ -80,8 +80,8 @@ def test_sigkill_while_packing_then_a_clean_rebuild(tmp_path: Path, caplog) -> N
         "cache_dir": str(tmp_path / "cache"),
         "num_proc": 1,
     }
-    proc = child(cfg, "0.01")
-    deadline = time.time() + 60
+    proc = child(cfg, "0.05")  # 256 batches: ~13 s of packing, the kill lands early in it
+    deadline = time.time() + 120
     while time.time() < deadline:  # wait for the scratch dir to hold tokens
         scratch = [p for p in (tmp_path / "cache").glob(".*/train.bin") if p.stat().st_size > 0]
         if scratch:

@@ -32,16 +32,17 @@ def test_val_mask_rule() -> None:
 
 
 def test_token_dtype() -> None:
-    assert token_dtype(256) == np.uint16
-    assert token_dtype(65535) == np.uint16
-    assert token_dtype(65536) == np.uint32
+    assert token_dtype(256) == np.uint8
+    assert token_dtype(257) == np.uint16
+    assert token_dtype(65536) == np.uint16  # ids 0..65535
+    assert token_dtype(65537) == np.uint32
 
 
 def test_byte_round_trip(text_cfg, docs: list[str]) -> None:
     packed = prepare_tokens(text_cfg(val_fraction=0.25))
     expected = _split_docs(docs, 0.25)
     meta = packed.meta
-    assert meta["dtype"] == "uint16" and meta["vocab_size"] == 256 and meta["eos_id"] == 0xFF
+    assert meta["dtype"] == "uint8" and meta["vocab_size"] == 256 and meta["eos_id"] == 0xFF
     for split in ("train", "val"):
         tokens = packed.tokens(split)
         want = b"".join(d.encode() + b"\xff" for d in expected[split])  # bytes, 0xFF after each doc

@@ -38,7 +38,7 @@ from gptlab.data.writer import split_last_tokens, write_stream
 log = logging.getLogger(__name__)
 
 # bump when the file layout or split rule changes: old caches are then ignored. 2: the byte tokenizer
-# ends documents with BYTE_EOS; meta.json records sizes and checksums
+# ends documents with BYTE_EOS and is stored as uint8; meta.json records sizes and checksums
 FORMAT_VERSION = 2
 SPLITS = ("train", "val")
 _MAP_BATCH = 512  # documents per tokenizer call
@@ -73,8 +73,11 @@ class PackedData:
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
-    """Smallest file dtype for the vocabulary: uint16 up to 65535 ids, else uint32."""
-    return np.dtype(np.uint16 if vocab_size <= 65535 else np.uint32)
+    """Smallest file dtype for the vocabulary: uint8 for the byte tokenizer's 256 ids (half the bytes
+    to write and read), uint16 up to 65536 ids, else uint32."""
+    if vocab_size <= 256:
+        return np.dtype(np.uint8)
+    return np.dtype(np.uint16 if vocab_size <= 65536 else np.uint32)
 
 
 def val_period(val_fraction: float) -> int:

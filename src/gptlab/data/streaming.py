@@ -1,9 +1,11 @@
 """Documents as a stream of UTF-8 pieces, never a whole corpus in memory.
 
-A piece is (raw UTF-8 bytes, ends_document). Two producers: a text file split at data.doc_separator
-while it is read in 8 MiB chunks, and the rows of a `datasets` streaming dataset (a hub set, or local
-parquet/json files through the same streaming API). A document longer than MAX_PIECE comes in
-several pieces (cut at a character boundary, no end-of-text token between them) so memory stays
+A piece is raw UTF-8 bytes and whether it ends its document; they travel in chunks (two parallel
+lists), so the per-document cost stays in C-level list operations. Two producers: a text file split
+at data.doc_separator while it is read in 8 MiB chunks, and the rows of a `datasets` streaming
+dataset (a hub set, or local parquet/json files through the same streaming API). A document longer
+than MAX_PIECE comes in several pieces (cut at a character boundary, no end-of-text token between
+them) so memory stays
 bounded even when the separator never occurs.
 """
 
@@ -21,7 +23,6 @@ from gptlab.data.sources import (
     _builder_for,
     _connection_errors,
     _hub_unreachable,
-    _take_bytes,
     resolve_files,
     resolve_path,
 )
@@ -29,6 +30,7 @@ from gptlab.data.sources import (
 log = logging.getLogger(__name__)
 
 Piece = tuple[bytes, bool]
+Chunk = tuple[list[bytes], list[bool]]  # pieces, and for each whether it ends its document
 READ_CHUNK = 8 << 20
 MAX_PIECE = 16 << 20
 ONE_DOCUMENT_WARN_BYTES = 100 << 20  # a file this big without the separator is probably a mistake
@@ -74,7 +76,7 @@ class _Utf8Guard:
         self.offset += len(chunk)
 
 
-def file_pieces(path: Path, sep: bytes) -> Iterator[Piece]:
+def file_pieces(path: Path, sep: bytes) -> Iterator[Chunk]:
     """The documents of one file, split at sep (verbatim; whitespace-only documents are dropped)."""
     guard = _Utf8Guard(path)
     carry = b""
@@ -86,17 +88,18 @@ def file_pieces(path: Path, sep: bytes) -> Iterator[Piece]:
             parts = (carry + chunk).split(sep)
             carry = parts.pop()
             found += len(parts)
-            for p in parts:
-                if p.strip() or open_doc:
-                    yield p, True
+            if parts:
+                head = [parts[0]] if open_doc or not parts[0].isspace() and parts[0] else []
+                docs = head + [p for p in parts[1:] if p and not p.isspace()]
                 open_doc = False
+                yield docs, [True] * len(docs)
             if len(carry) > MAX_PIECE:  # keep len(sep)-1 bytes: the separator may straddle chunks
                 k = _char_boundary(carry, len(carry) - len(sep) + 1)
-                yield carry[:k], False
+                yield [carry[:k]], [False]
                 carry, open_doc = carry[k:], True
     guard.feed(b"", final=True)
-    if carry.strip() or open_doc:
-        yield carry, True
+    if open_doc or (carry and not carry.isspace()):
+        yield [carry], [True]
     size = path.stat().st_size
     if found == 0 and size > ONE_DOCUMENT_WARN_BYTES:
         log.warning(
@@ -107,28 +110,39 @@ def file_pieces(path: Path, sep: bytes) -> Iterator[Piece]:
         )
 
 
-def text_pieces(cfg: DataConfig) -> Iterator[Piece]:
+def text_pieces(cfg: DataConfig) -> Iterator[Chunk]:
     """Every file of data.path in order, split at data.doc_separator; data.max_bytes applied."""
     assert cfg.path is not None and cfg.doc_separator is not None
     sep = separator_bytes(cfg.doc_separator)
-    pieces = (p for f in resolve_files(cfg.path) for p in file_pieces(f, sep))
-    return limit_pieces(pieces, cfg.max_bytes)
+    chunks = (c for f in resolve_files(cfg.path) for c in file_pieces(f, sep))
+    return limit_pieces(chunks, cfg.max_bytes)
 
 
-def limit_pieces(pieces: Iterable[Piece], max_bytes: int | None) -> Iterator[Piece]:
+def limit_pieces(chunks: Iterable[Chunk], max_bytes: int | None) -> Iterator[Chunk]:
     """Pieces until max_bytes bytes; the last is cut at a character boundary and ends its document."""
     if max_bytes is None:
-        yield from pieces
+        yield from chunks
         return
     left = max_bytes
-    for raw, end in pieces:
-        if len(raw) >= left:
-            cut = raw[: _char_boundary(raw + b" ", left)]
-            if cut:
-                yield cut, True
-            return
-        left -= len(raw)
-        yield raw, end
+    for raws, ends in chunks:
+        size = sum(map(len, raws))
+        if size < left:
+            left -= size
+            yield raws, ends
+            continue
+        kept_raws, kept_ends = [], []
+        for raw, end in zip(raws, ends, strict=True):
+            if len(raw) >= left:
+                cut = raw[: _char_boundary(raw + b" ", left)]
+                if cut:
+                    kept_raws.append(cut)
+                    kept_ends.append(True)
+                break
+            left -= len(raw)
+            kept_raws.append(raw)
+            kept_ends.append(end)
+        yield kept_raws, kept_ends
+        return
 
 
 def _streaming_dataset(cfg: DataConfig) -> datasets.IterableDataset:
@@ -145,8 +159,8 @@ def _streaming_dataset(cfg: DataConfig) -> datasets.IterableDataset:
     return datasets.load_dataset(cfg.name, cfg.subset, split=cfg.split, streaming=True)
 
 
-def hub_texts(cfg: DataConfig) -> Iterator[str | None]:
-    """The text column of a streamed dataset, row by row, as the rows arrive."""
+def hub_texts(cfg: DataConfig) -> Iterator[list[str | None]]:
+    """The text column of a streamed dataset, a batch of rows at a time, as the rows arrive."""
     try:
         stream = _streaming_dataset(cfg)
         for batch in stream.iter(batch_size=256):
@@ -155,17 +169,15 @@ def hub_texts(cfg: DataConfig) -> Iterator[str | None]:
                     f"data.text_column={cfg.text_column!r} is not a column of "
                     f"{cfg.name or cfg.path}; accepted: one of {sorted(batch)}"
                 )
-            yield from batch[cfg.text_column]
+            yield batch[cfg.text_column]
     except _connection_errors() as e:
         raise _hub_unreachable(cfg, e) from e
 
 
-def hub_pieces(cfg: DataConfig) -> Iterator[Piece]:
+def hub_pieces(cfg: DataConfig) -> Iterator[Chunk]:
     """One piece per row (each row is a document), up to data.max_bytes."""
-    texts: Iterable[str | None] = hub_texts(cfg)
-    if cfg.max_bytes is not None:
-        texts = _take_bytes(texts, cfg.max_bytes)
-    return (((t or "").encode("utf-8"), True) for t in texts)
+    chunks = (([(t or "").encode("utf-8") for t in texts], [True] * len(texts)) for texts in hub_texts(cfg))
+    return limit_pieces(chunks, cfg.max_bytes)
 
 
 def streamed(cfg: DataConfig) -> bool:
@@ -173,6 +185,6 @@ def streamed(cfg: DataConfig) -> bool:
     return (cfg.source == "text" and cfg.doc_separator is not None) or (cfg.source == "hub" and cfg.streaming)
 
 
-def pieces(cfg: DataConfig) -> Iterator[Piece]:
+def pieces(cfg: DataConfig) -> Iterator[Chunk]:
     """The configured stream of pieces."""
     return text_pieces(cfg) if cfg.source == "text" else hub_pieces(cfg)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from gptlab.data.streaming import Piece
+from gptlab.data.streaming import Chunk
 from gptlab.data.tokenizers import ByteTokenizer, Tokenizer
 
 BATCH_BYTES = 4 << 20
@@ -35,16 +35,18 @@ class Batch:
     n_bytes: int = 0
 
 
-def batches(pieces: Iterable[Piece], period: int) -> Iterator[Batch]:
-    """Group pieces into ~BATCH_BYTES batches, assigning each document its side of the split."""
+def batches(chunks: Iterable[Chunk], period: int) -> Iterator[Batch]:
+    """Group chunks of pieces into ~BATCH_BYTES batches, assigning each document its side."""
     doc = 0
     batch = Batch()
-    for raw, end in pieces:
-        batch.raws.append(raw)
-        batch.ends.append(end)
-        batch.vals.append(doc % period == 0)
-        batch.n_bytes += len(raw)
-        doc += end
+    for raws, ends in chunks:
+        ends_arr = np.asarray(ends, dtype=bool)
+        docs = doc + np.concatenate([[0], np.cumsum(ends_arr[:-1])]) if len(ends) else ends_arr
+        batch.raws += raws
+        batch.ends += ends
+        batch.vals += (np.asarray(docs) % period == 0).tolist()
+        batch.n_bytes += sum(map(len, raws))
+        doc += int(ends_arr.sum())
         if batch.n_bytes >= BATCH_BYTES:
             yield batch
             batch = Batch()
@@ -58,12 +60,16 @@ def encode(
     """(token values of the batch, tokens per piece), an end-of-text id after each document's end."""
     eos = tokenizer.eos_id
     if isinstance(tokenizer, ByteTokenizer):  # ids are the bytes: one join, no per-document arrays
-        tail = bytes([eos]) if eos is not None else b""
-        joined = b"".join(r + tail if e else r for r, e in zip(raws, ends, strict=True))
-        lengths = np.fromiter(
-            (len(r) + (e and eos is not None) for r, e in zip(raws, ends, strict=True)), np.int64
-        )
-        return np.frombuffer(joined, np.uint8).astype(dtype), lengths
+        sizes = np.fromiter(map(len, raws), np.int64, len(raws))
+        ends_arr = np.asarray(ends, dtype=bool)
+        if eos is None:
+            return np.frombuffer(b"".join(raws), np.uint8).astype(dtype), sizes
+        tail = bytes([eos])
+        if ends_arr.all():  # the common case: every piece is a whole document
+            joined = tail.join(raws) + tail
+        else:
+            joined = b"".join(r + tail if e else r for r, e in zip(raws, ends, strict=True))
+        return np.frombuffer(joined, np.uint8).astype(dtype), sizes + ends_arr
     ids = tokenizer.encode_batch([r.decode("utf-8") for r in raws])
     arrays = [
         np.asarray(list(x) + [eos] if e and eos is not None else x, dtype=dtype)
@@ -105,19 +111,24 @@ def _encoded(
 
 
 def write_stream(
-    pieces: Iterable[Piece], tokenizer: Tokenizer, dtype: np.dtype, out: Path, period: int, num_proc: int = 1
+    pieces: Iterable[Chunk], tokenizer: Tokenizer, dtype: np.dtype, out: Path, period: int, num_proc: int = 1
 ) -> dict[str, dict[str, int]]:
     """Pack pieces into out/train.bin and out/val.bin; per-split token, byte and document counts."""
     counts = {s: {"tokens": 0, "bytes": 0, "docs": 0} for s in ("train", "val")}
     with open(out / "train.bin", "wb") as ftrain, open(out / "val.bin", "wb") as fval:
         for b, (values, lengths) in _encoded(batches(pieces, period), tokenizer, dtype, num_proc):
-            vals = np.array(b.vals)
-            tok_val = np.repeat(vals, lengths)
+            vals = np.array(b.vals, dtype=bool)
+            offsets = np.concatenate([[0], np.cumsum(lengths)])
+            # runs of consecutive pieces on one side: one write each, no per-token mask
+            change = np.flatnonzero(vals[1:] != vals[:-1]) + 1
+            for a, z in zip(
+                np.concatenate([[0], change]), np.concatenate([change, [len(vals)]]), strict=True
+            ):
+                (fval if vals[a] else ftrain).write(values[offsets[a] : offsets[z]])
             sizes = np.fromiter(map(len, b.raws), np.int64, len(b.raws))
-            ends = np.array(b.ends)
-            for split, sel, tsel, fh in (("train", ~vals, ~tok_val, ftrain), ("val", vals, tok_val, fval)):
-                fh.write(values[tsel].tobytes())
-                counts[split]["tokens"] += int(tsel.sum())
+            ends = np.array(b.ends, dtype=bool)
+            for split, sel in (("train", ~vals), ("val", vals)):
+                counts[split]["tokens"] += int(lengths[sel].sum())
                 counts[split]["bytes"] += int(sizes[sel].sum())
                 counts[split]["docs"] += int((ends & sel).sum())
     return counts

@@ -1,0 +1,1 @@
+"""Benchmarks whose logic is importable; scripts/ holds their thin entry points."""
