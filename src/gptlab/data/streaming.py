@@ -88,6 +88,13 @@ def file_pieces(path: Path, sep: bytes) -> Iterator[Chunk]:
             parts = (carry + chunk).split(sep)
             carry = parts.pop()
             found += len(parts)
+            if not found and guard.offset - len(chunk) < ONE_DOCUMENT_WARN_BYTES <= guard.offset:
+                log.warning(
+                    "data.doc_separator=%r does not occur in the first %d MB of %s: read as one document",
+                    sep.decode(),
+                    ONE_DOCUMENT_WARN_BYTES >> 20,
+                    path,
+                )
             if parts:
                 head = [parts[0]] if open_doc or not parts[0].isspace() and parts[0] else []
                 docs = head + [p for p in parts[1:] if p and not p.isspace()]
@@ -100,14 +107,6 @@ def file_pieces(path: Path, sep: bytes) -> Iterator[Chunk]:
     guard.feed(b"", final=True)
     if open_doc or (carry and not carry.isspace()):
         yield [carry], [True]
-    size = path.stat().st_size
-    if found == 0 and size > ONE_DOCUMENT_WARN_BYTES:
-        log.warning(
-            "data.doc_separator=%r never occurs in %s (%d MB): it is read as one document",
-            sep.decode(),
-            path,
-            size >> 20,
-        )
 
 
 def text_pieces(cfg: DataConfig) -> Iterator[Chunk]:
