@@ -159,3 +159,19 @@ def test_bad_shards_are_one_line_errors(make_cfg, tmp_path: Path) -> None:
     msg = one_line_error(make_cfg, ValueError, path=str(good))
     assert "data.vocab_size or data.tokenizer_path" in msg
     assert not (tmp_path / "cache").exists()  # nothing cached
+
+
+def test_id_check_samples_start_middle_and_end(make_cfg, tmp_path: Path, monkeypatch) -> None:
+    from gptlab.data import shards
+
+    monkeypatch.setattr(shards, "CHECK_TOKENS", 16)  # blocks [0,16), [242,258), [484,500) of 500
+    for offset, caught in ((3, True), (250, True), (490, True), (100, False)):
+        tokens = ids(500, 6)
+        tokens[offset] = V
+        f = write_raw(tmp_path / f"t{offset}.bin", tokens)
+        cfg = make_cfg(source="tokens", path=str(f), vocab_size=V, token_dtype="uint16")
+        if caught:
+            with pytest.raises(ValueError, match=f"at token offset {offset},"):
+                TokenDataModule(cfg, block_size=T, seed=0).prepare()
+        else:  # the price of an O(1) check: an id between the sampled blocks passes start-up
+            TokenDataModule(cfg, block_size=T, seed=0).prepare()
