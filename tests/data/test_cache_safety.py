@@ -31,12 +31,12 @@ SEP = "<|endoftext|>"
 # VmHWM, not getrusage: ru_maxrss survives exec, so a child forked from a big pytest reports pytest's.
 CHILD = """
 import json, sys, time
-from gptlab.data import writer
+from gptlab.data import streaming, writer
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
 cfg = DataConfig(**json.loads(sys.argv[1]))
 if len(sys.argv) > 2:  # slow every batch down, so a kill lands inside packing
-    writer.BATCH_BYTES = 4096
+    streaming.READ_CHUNK = writer.BATCH_BYTES = 4096
     real = writer.encode
     def slow(*a):
         time.sleep(float(sys.argv[2]))
@@ -171,7 +171,7 @@ def test_packing_rss_is_bounded_and_flat(tmp_path: Path) -> None:
 def test_sigterm_while_packing_raises_and_leaves_nothing(text_cfg, tmp_path: Path, monkeypatch) -> None:
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    from gptlab.data import writer
+    from gptlab.data import streaming, writer
 
     real = writer.encode
 
@@ -181,6 +181,7 @@ def test_sigterm_while_packing_raises_and_leaves_nothing(text_cfg, tmp_path: Pat
 
     monkeypatch.setattr(writer, "encode", slow)
     monkeypatch.setattr(writer, "BATCH_BYTES", 64)
+    monkeypatch.setattr(streaming, "READ_CHUNK", 4096)  # 256 slow batches: SIGTERM lands among them
     text = corpus(tmp_path / "c.txt", 1 << 20)
     cache = tmp_path / "cache"
 

@@ -105,3 +105,10 @@ def test_process_pool_packs_the_same_stream(make_cfg, tmp_path: Path, docs: list
     one = prepare_tokens(make_cfg(**common, num_proc=1, cache_dir=str(tmp_path / "one")))
     two = prepare_tokens(make_cfg(**common, num_proc=2, cache_dir=str(tmp_path / "two")))
     assert split_bytes(one) == split_bytes(two)
+
+
+def test_streaming_options_name_their_source(make_cfg, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"data\.doc_separator applies to data\.source=text, not parquet"):
+        prepare_tokens(make_cfg(source="parquet", path=str(tmp_path / "x.parquet"), doc_separator=SEP))
+    with pytest.raises(ValueError, match=r"data\.streaming=true applies to data\.source=hub, not text"):
+        prepare_tokens(make_cfg(source="text", path=str(tmp_path), streaming=True))

@@ -2,8 +2,9 @@
 
 Documents are numbered as they arrive and document i goes to val iff i % val_period == 0 (the rule
 `packing.val_mask` applies to a whole dataset), so streaming a set packs the same tokens as loading it.
-Batches of ~BATCH_BYTES are encoded in this process or in a pool of `num_proc` spawned processes
-(spawned, not forked: a fork after a thread pool has run can deadlock the child); at most
+Batches of at least BATCH_BYTES (whole chunks of pieces) are encoded in this process or in a pool of
+`num_proc` spawned processes (spawned, not forked: a fork after a thread pool has run can deadlock
+the child); at most
 2·num_proc batches are in flight, so a slow writer never lets batches pile up in memory.
 """
 
