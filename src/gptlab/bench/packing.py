@@ -69,9 +69,12 @@ def train_bpe(corpus: Path, out: Path, vocab_size: int = 4096) -> Path:
 
 def _child(spec: dict[str, Any]) -> dict[str, Any]:
     """Pack once in this process; time and peak memory."""
+    from gptlab.data import packing
     from gptlab.data.config import DataConfig
     from gptlab.data.packing import prepare_tokens
 
+    if spec.pop("force_pool", False):  # corpora under PARALLEL_MIN_BYTES would otherwise run in-process
+        packing.PARALLEL_MIN_BYTES = 0
     t0, c0 = time.perf_counter(), time.process_time()
     packed = prepare_tokens(DataConfig(**spec))
     seconds = time.perf_counter() - t0
@@ -105,6 +108,7 @@ def measure(case: Case, corpus: Path, bpe_dir: Path, work: Path) -> dict[str, An
         "doc_separator": SEP,
         "num_proc": case.procs,
         "cache_dir": str(cache),
+        "force_pool": case.procs > 1,
     }
     if case.tokenizer == "bpe":
         spec.update(tokenizer="pretrained", tokenizer_path=str(bpe_dir))
