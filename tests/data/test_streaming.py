@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gptlab.data import streaming, writer
+from gptlab.data import packing, streaming, writer
 from gptlab.data.packing import prepare_tokens
 
 SEP = "<|endoftext|>"
@@ -98,12 +98,17 @@ def test_streaming_hub_equals_the_loaded_dataset(
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_process_pool_packs_the_same_stream(make_cfg, tmp_path: Path, docs: list[str], monkeypatch) -> None:
+def test_process_pool_packs_the_same_stream(
+    make_cfg, tmp_path: Path, docs: list[str], monkeypatch, caplog
+) -> None:
     monkeypatch.setattr(writer, "BATCH_BYTES", 200)  # many small batches through the pool
+    monkeypatch.setattr(packing, "STREAM_POOL_FOR_BYTES", True)  # bytes skip the pool otherwise
     path = _write_sources(tmp_path, docs * 5)["parquet"]
     common = dict(source="hub", path=str(path), text_column="story", streaming=True, val_fraction=0.25)
     one = prepare_tokens(make_cfg(**common, num_proc=1, cache_dir=str(tmp_path / "one")))
-    two = prepare_tokens(make_cfg(**common, num_proc=2, cache_dir=str(tmp_path / "two")))
+    with caplog.at_level(logging.INFO, logger="gptlab.data.packing"):
+        two = prepare_tokens(make_cfg(**common, num_proc=2, cache_dir=str(tmp_path / "two")))
+    assert "(num_proc=2)" in caplog.text
     assert split_bytes(one) == split_bytes(two)
 
 

@@ -75,6 +75,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
 
     if spec.pop("force_pool", False):  # corpora under PARALLEL_MIN_BYTES would otherwise run in-process
         packing.PARALLEL_MIN_BYTES = 0
+        packing.STREAM_POOL_FOR_BYTES = True  # measure the pool the packer would not choose for bytes
     t0, c0 = time.perf_counter(), time.process_time()
     packed = prepare_tokens(DataConfig(**spec))
     seconds = time.perf_counter() - t0

@@ -46,6 +46,9 @@ _WRITE_CHUNK = 8192  # documents per write
 # Below this much text a process pool costs more than it saves: on 2 cores a 64 MB corpus packed in
 # 1.4 s in-process vs 1.7 s with 2 processes (byte), and BPE already runs on all cores in Rust.
 PARALLEL_MIN_BYTES = 256 << 20
+# The streaming packer with the byte tokenizer: a pool of 2 packed 75 MB/s against 172 MB/s in-process
+# (2 GiB, 2 cores; docs/performance.md, "Packing"): shipping batches costs more than the join it spares.
+STREAM_POOL_FOR_BYTES = False
 
 
 @dataclass(frozen=True)
@@ -269,6 +272,8 @@ def _pack_stream(cfg: DataConfig, tmp: Path, source_fp: str) -> tuple[Tokenizer,
         and sum(f.stat().st_size for f in resolve_files(cfg.path or "")) < PARALLEL_MIN_BYTES
     ):
         num_proc = 1  # starting a spawned pool costs seconds: only worth it for big files
+    if tokenizer.name == "byte" and not STREAM_POOL_FOR_BYTES:
+        num_proc = 1
     log.info("packing a stream of documents with %s (num_proc=%d)", tokenizer.name, num_proc)
     counts = write_stream(pieces(cfg), tokenizer, dtype, tmp, val_period(cfg.val_fraction), num_proc)
     return tokenizer, counts, counts["train"]["docs"] + counts["val"]["docs"]
