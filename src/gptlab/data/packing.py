@@ -288,7 +288,7 @@ def _build(cfg: DataConfig, out: Path, fp: str, source_fp: str) -> None:
         else:
             tokenizer, counts, n_docs = _pack_dataset(cfg, tmp, fp, source_fp)
         dtype = token_dtype(tokenizer.vocab_size)
-        if counts["train"]["tokens"] + counts["val"]["tokens"] == 0:
+        if counts["train"]["bytes"] + counts["val"]["bytes"] == 0:  # end-of-text ids alone are no text
             raise ValueError(
                 f"data.source={cfg.source}: the documents hold no text (0 tokens; path={cfg.path}); "
                 "accepted: non-empty UTF-8 text"
