@@ -3,6 +3,8 @@
 python generate.py ckpt_path=outputs/.../checkpoints/last.ckpt prompt='def ' max_new_tokens=200 \
     temperature=0.8 top_k=50 [top_p=0.95] [seed=0] [device=cpu]
 ckpt_path may be a Lightning checkpoint, a consolidated FSDP checkpoint or an exported HF directory.
+Without prompt=, the sample starts from the first tokens of a validation document of the run that
+wrote the checkpoint (a newline for an exported directory).
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 import torch
@@ -11,6 +13,8 @@ from omegaconf import OmegaConf
 
 from gptlab.checkpoints import load_model
 from gptlab.model import GPT
+
+log = logging.getLogger("gptlab")
 
 
 @torch.no_grad()
@@ -55,7 +59,7 @@ class GenerateConfig:
     """generate.py's arguments."""
 
     ckpt_path: str = "???"
-    prompt: str = "\n"
+    prompt: str | None = None  # None: the start of a validation document of the checkpoint's run
     max_new_tokens: int = 200
     temperature: float = 0.8
     top_k: int | None = 50
@@ -80,7 +84,8 @@ def parse_args(argv: list[str]) -> GenerateConfig:
 def generate(cfg: GenerateConfig, out: TextIO) -> None:
     """Sample from the checkpoint, writing text to `out` as whole characters arrive."""
     model, tok = load_model(cfg.ckpt_path, cfg.device)
-    prompt = list(tok.encode(cfg.prompt))
+    prompt = list(tok.encode(cfg.prompt)) if cfg.prompt is not None else run_prompt(cfg.ckpt_path)
+    prompt = prompt if prompt is not None else list(tok.encode("\n"))
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
     stream = sample_tokens(model, prompt, cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p, gen)
     ids = list(prompt)
@@ -94,3 +99,21 @@ def generate(cfg: GenerateConfig, out: TextIO) -> None:
             out.flush()
             shown = text
     out.write(tok.decode(ids)[len(shown) :] + "\n")
+
+
+def run_prompt(ckpt_path: str) -> list[int] | None:
+    """The first tokens of a validation document of the run that wrote the checkpoint (the run's
+    `.hydra/config.yaml`, beside or above the checkpoint's folder), so a sample without a prompt
+    continues text like the data; None when the checkpoint has no run directory (an export)."""
+    from gptlab.data.config import DataConfig
+    from gptlab.data.datamodule import TokenDataModule
+
+    path = Path(ckpt_path).resolve()
+    configs = [d / ".hydra" / "config.yaml" for d in (path.parent.parent, path.parent, path)]
+    config = next((c for c in configs if c.is_file()), None)
+    if config is None:
+        log.info("no prompt and no run config beside %s: the sample starts from a newline", ckpt_path)
+        return None
+    run = OmegaConf.load(config)
+    data = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(DataConfig), run.data))
+    return TokenDataModule(data, block_size=int(run.model.block_size), seed=int(run.seed)).sample_prompt()

@@ -70,7 +70,9 @@ def test_windows_are_memmap_slices(text_cfg) -> None:
     for row in batch.numpy():
         starts = [k * 16 for k in range(len(dm.dataset("train"))) if (tokens[k * 16] == row[0])]
         assert any(np.array_equal(tokens[s : s + 17], row) for s in starts)
-    assert dm.vocab_size == 256 and dm.bytes_per_token == 1.0 and dm.tokenizer is not None
+    assert dm.vocab_size == 256 and dm.tokenizer is not None
+    n_bytes, n_tokens = dm.meta["n_bytes"]["val"], dm.meta["n_tokens"]["val"]
+    assert dm.bytes_per_token == n_bytes / n_tokens < 1.0  # one BYTE_EOS per document
     assert dm.decode(torch.tensor([104, 105])) == "hi"
 
 
@@ -110,7 +112,7 @@ def test_too_short_split_names_split_and_sizes(make_cfg, tmp_path: Path) -> None
         block_size=64,
         seed=0,
     )
-    with pytest.raises(ValueError, match=r"val split has 9 tokens.*block_size\+1=65"):
+    with pytest.raises(ValueError, match=r"val split has 10 tokens.*block_size\+1=65"):
         dm.setup("fit")
 
 

@@ -32,22 +32,26 @@ def test_val_mask_rule() -> None:
 
 
 def test_token_dtype() -> None:
-    assert token_dtype(256) == np.uint16
-    assert token_dtype(65535) == np.uint16
-    assert token_dtype(65536) == np.uint32
+    assert token_dtype(256) == np.uint8
+    assert token_dtype(257) == np.uint16
+    assert token_dtype(65536) == np.uint16  # ids 0..65535
+    assert token_dtype(65537) == np.uint32
 
 
 def test_byte_round_trip(text_cfg, docs: list[str]) -> None:
     packed = prepare_tokens(text_cfg(val_fraction=0.25))
     expected = _split_docs(docs, 0.25)
     meta = packed.meta
-    assert meta["dtype"] == "uint16" and meta["vocab_size"] == 256 and meta["eos_id"] is None
+    assert meta["dtype"] == "uint8" and meta["vocab_size"] == 256 and meta["eos_id"] == 0xFF
     for split in ("train", "val"):
         tokens = packed.tokens(split)
-        assert packed.tokenizer.decode(tokens) == "".join(expected[split])
+        want = b"".join(d.encode() + b"\xff" for d in expected[split])  # bytes, 0xFF after each doc
+        assert np.asarray(tokens).astype(np.uint8).tobytes() == want
+        assert packed.tokenizer.decode(tokens) == "".join(d + EOT for d in expected[split])
         n_bytes = sum(len(d.encode()) for d in expected[split])
-        assert meta["n_tokens"][split] == len(tokens) == n_bytes == meta["n_bytes"][split]
-    assert meta["bytes_per_token"] == 1.0
+        assert meta["n_bytes"][split] == n_bytes
+        assert meta["n_tokens"][split] == len(tokens) == n_bytes + len(expected[split])
+    assert meta["bytes_per_token"] == meta["n_bytes"]["val"] / meta["n_tokens"]["val"]
     assert (packed.directory / "tokenizer.json").is_file()
 
 
@@ -125,13 +129,13 @@ def test_single_document_is_split_by_tokens(make_cfg, tmp_path: Path) -> None:
     path.write_text("x" * 1000)
     packed = prepare_tokens(make_cfg(source="text", path=str(path), val_fraction=0.1))
     assert packed.meta["split_mode"] == "tokens"
-    assert packed.meta["n_tokens"] == {"train": 900, "val": 100}
+    assert packed.meta["n_tokens"] == {"train": 901, "val": 100}  # 1000 bytes + BYTE_EOS
 
 
 def test_pystdlib_slice_packs(make_cfg) -> None:
     packed = prepare_tokens(make_cfg(max_bytes=300_000))
     total = sum(packed.meta["n_tokens"].values())
-    assert total == 300_000 and packed.meta["n_tokens"]["val"] > 0
+    assert total == 300_000 + sum(packed.meta["n_docs"].values()) and packed.meta["n_tokens"]["val"] > 0
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

@@ -44,7 +44,7 @@ def split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
         "train": [t for t, v in zip(texts, is_val, strict=True) if not v],
     }
     packed = prepare_tokens(cfg)  # byte tokens: val.bin is the val documents' bytes, in order
-    val_bytes = "".join(sides["val"]).encode("utf-8")
+    val_bytes = b"".join(t.encode("utf-8") + b"\xff" for t in sides["val"])  # BYTE_EOS after each
     assert (
         np.asarray(packed.tokens("val")).tobytes()
         == np.frombuffer(val_bytes, np.uint8).astype(packed.dtype).tobytes()

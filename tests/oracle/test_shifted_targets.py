@@ -113,12 +113,13 @@ def test_windows_hold_the_next_token_of_the_packed_file(tmp_path: Path) -> None:
     dm = TokenDataModule(cfg, block_size=block, seed=0)
     packed = dm.prepare()
 
-    # the token files read directly: every document's bytes, whole and in order, in one of them
+    # the token files read directly: every document's bytes then the byte tokenizer's end-of-text id
+    # (0xFF, a byte UTF-8 never uses), whole and in order, in one of them
     dtype = np.dtype(json.loads((packed.directory / "meta.json").read_text())["dtype"])
     files = {s: np.memmap(packed.directory / f"{s}.bin", dtype=dtype, mode="r") for s in ("train", "val")}
     pos = {"train": 0, "val": 0}
     for d in docs:
-        b = np.frombuffer(d.encode("utf-8"), dtype=np.uint8).astype(dtype)
+        b = np.frombuffer(d.encode("utf-8") + b"\xff", dtype=np.uint8).astype(dtype)
         where = [s for s in files if np.array_equal(files[s][pos[s] : pos[s] + len(b)], b)]
         assert where, d[:20]
         pos[where[0]] += len(b)

@@ -4,29 +4,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SOURCES = ("pystdlib", "text", "json", "parquet", "hub")
+SOURCES = ("pystdlib", "text", "json", "parquet", "hub", "tokens")
 TOKENIZERS = ("byte", "bpe", "pretrained")
+TOKEN_DTYPES = ("uint16", "uint32")
 
 
 @dataclass
 class DataConfig:
-    """One code path for every source: a `datasets.Dataset` with a text column, then tokenize+pack."""
+    """One code path for every source: a `datasets.Dataset` with a text column, then tokenize+pack
+    (streamed for data.doc_separator and data.streaming; read in place for data.source=tokens)."""
 
-    source: str = "pystdlib"  # pystdlib | text | json | parquet | hub
-    path: str | None = None  # glob(s) of local files (text/json/parquet), or a local copy of a hub set
+    source: str = "pystdlib"  # pystdlib | text | json | parquet | hub | tokens
+    path: str | None = None  # glob(s) of local files (text/json/parquet/tokens), or a local copy of a hub set
     name: str | None = None  # hub dataset id, e.g. roneneldan/TinyStories
     subset: str | None = None  # hub config name
     split: str = "train"  # which split of the source to read (the val split is carved from it)
     text_column: str = "text"
     max_bytes: int | None = None  # stop reading documents after this many bytes (big hub sets)
+    # text: split each file into documents at this string while streaming it (e.g. <|endoftext|>;
+    # "\n\n" for a blank line; \n and \t escapes are understood); null: one file, one document
+    doc_separator: str | None = None
+    streaming: bool = False  # hub: read with datasets' streaming mode, packing as rows arrive
+    # tokens: pre-tokenized .bin shards in data.path. llm.c/modded-nanogpt shards (256-int32 header)
+    # are recognised by their magic; raw files need token_dtype. val: data.val_path, else held-out shards
+    token_dtype: str | None = None  # uint16 | uint32
+    val_path: str | None = None  # tokens: the val shard file(s) or glob
+    vocab_size: int | None = None  # tokens: ids are < vocab_size (or give data.tokenizer_path)
     tokenizer: str = "byte"  # byte | bpe | pretrained
-    tokenizer_path: str | None = None  # pretrained: a tokenizer.json file or a directory holding one
+    tokenizer_path: str | None = None  # pretrained/tokens: a tokenizer.json file or a directory holding one
     bpe_vocab_size: int = 4096
-    val_fraction: float = 0.05  # every round(1/val_fraction)-th document goes to validation
+    val_fraction: float = 0.05  # every round(1/val_fraction)-th document (shard, for tokens) goes to val
     batch_size: int = 16  # per device, per micro-step
     # windows validation scores, spread over the whole val split; 0: all of them; null: 128, or
     # all when the split has fewer (an explicit number larger than the split is refused)
     val_windows: int | None = None
     num_workers: int = 0
-    num_proc: int = 2  # processes for datasets.map tokenization
+    num_proc: int = 2  # processes for tokenizing (datasets.map, or the streaming packer's pool)
     cache_dir: str = ".cache/gptlab"  # packed token files and trained tokenizers, keyed by fingerprint

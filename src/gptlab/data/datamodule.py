@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import PackedData, prepare_tokens
+from gptlab.data.shards import ShardedData, ShardedTokens, open_shards
 from gptlab.data.tokenizers import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -36,9 +37,8 @@ log = logging.getLogger(__name__)
 class TokenWindows(Dataset):
     """Window k = tokens[k·block_size : k·block_size + block_size + 1] of one split's token file."""
 
-    def __init__(self, packed: PackedData, split: str, block_size: int) -> None:
-        self.path = packed.path(split)
-        self.dtype = packed.dtype
+    def __init__(self, packed: PackedData | ShardedData, split: str, block_size: int) -> None:
+        self.packed = packed
         self.split = split
         self.block_size = block_size
         n_tokens = int(packed.meta["n_tokens"][split])
@@ -49,16 +49,16 @@ class TokenWindows(Dataset):
                 "block_size, or a different data.val_fraction"
             )
         self.n_tokens = n_tokens
-        self._tokens: np.memmap | None = None
+        self._tokens: np.memmap | ShardedTokens | None = None
         self._pid: int | None = None
 
     def __len__(self) -> int:
         return (self.n_tokens - 1) // self.block_size
 
-    def tokens(self) -> np.memmap:
+    def tokens(self) -> np.memmap | ShardedTokens:
         """The memmap, opened lazily once per process (DataLoader workers each open their own)."""
         if self._tokens is None or self._pid != os.getpid():
-            self._tokens = np.memmap(self.path, dtype=self.dtype, mode="r")
+            self._tokens = self.packed.tokens(self.split)
             self._pid = os.getpid()
         return self._tokens
 
@@ -240,17 +240,18 @@ class TokenDataModule(L.LightningDataModule):
         self.cfg = cfg
         self.block_size = block_size
         self.seed = seed
-        self.packed: PackedData | None = None
+        self.packed: PackedData | ShardedData | None = None
         self.tokenizer: Tokenizer | None = None
         self.vocab_size: int | None = None
         self.bytes_per_token: float | None = None
         self.meta: dict[str, Any] | None = None
         self._datasets: dict[str, TokenWindows] = {}
 
-    def prepare(self) -> PackedData:
-        """Pack (or find cached) tokens and expose tokenizer, vocab_size, bytes_per_token, meta."""
+    def prepare(self) -> PackedData | ShardedData:
+        """Pack (or find cached) tokens, or open pre-tokenized shards in place; expose tokenizer,
+        vocab_size, bytes_per_token, meta."""
         if self.packed is None:
-            self.packed = prepare_tokens(self.cfg)
+            self.packed = open_shards(self.cfg) if self.cfg.source == "tokens" else prepare_tokens(self.cfg)
             self.tokenizer = self.packed.tokenizer
             self.meta = self.packed.meta
             self.vocab_size = int(self.meta["vocab_size"])
@@ -375,6 +376,27 @@ class TokenDataModule(L.LightningDataModule):
         if isinstance(ids, torch.Tensor):
             ids = ids.flatten().tolist()
         return self.tokenizer.decode(ids)
+
+    def sample_prompt(self, max_tokens: int = 16) -> list[int]:
+        """The first tokens of a validation document: the end-of-run sample (and generate.py without a
+        prompt) then continues text like the data, whatever the data is.
+
+        The val split starts at a document start when packed by documents; otherwise (split by
+        tokens, or shards cut mid-document) the document after the first end-of-text token is used,
+        and the split's start when none is found in the first 64 Ki tokens.
+        """
+        packed = self.prepare()
+        tokens = packed.tokens("val")
+        head = np.asarray(tokens[: 1 << 16])
+        start = 0
+        eos = packed.meta.get("eos_id")
+        if packed.meta.get("split_mode") != "documents" and eos is not None:
+            hits = np.flatnonzero(head[:-1] == eos)
+            start = int(hits[0]) + 1 if hits.size else 0
+        prompt = head[start : start + max_tokens]
+        if eos is not None and (cut := np.flatnonzero(prompt == eos)).size:
+            prompt = prompt[: max(1, int(cut[0]))]  # a document shorter than the prompt: stop at its end
+        return [int(t) for t in prompt]
 
     def state_dict(self) -> dict[str, Any]:
         """Saved in checkpoints so a resumed run can tell whether its data changed."""

@@ -13,7 +13,9 @@ import json
 import logging
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,19 +28,27 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from gptlab.data import integrity
 from gptlab.data.config import DataConfig
-from gptlab.data.sources import load_documents, resolve_path, source_fingerprint, stable_hash
+from gptlab.data.sources import load_documents, resolve_files, resolve_path, source_fingerprint, stable_hash
+from gptlab.data.streaming import pieces, streamed
 from gptlab.data.tokenizers import Tokenizer, build_tokenizer, load_tokenizer, tokenizer_identity
+from gptlab.data.writer import split_last_tokens, write_stream
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1  # bump when the file layout or split rule changes: old caches are then ignored
+# bump when the file layout or split rule changes: old caches are then ignored. 2: the byte tokenizer
+# ends documents with BYTE_EOS and is stored as uint8; meta.json records sizes and checksums
+FORMAT_VERSION = 2
 SPLITS = ("train", "val")
 _MAP_BATCH = 512  # documents per tokenizer call
 _WRITE_CHUNK = 8192  # documents per write
 # Below this much text a process pool costs more than it saves: on 2 cores a 64 MB corpus packed in
 # 1.4 s in-process vs 1.7 s with 2 processes (byte), and BPE already runs on all cores in Rust.
 PARALLEL_MIN_BYTES = 256 << 20
+# The streaming packer with the byte tokenizer: a pool of 2 packed 75 MB/s against 172 MB/s in-process
+# (2 GiB, 2 cores; docs/performance.md, "Packing"): shipping batches costs more than the join it spares.
+STREAM_POOL_FOR_BYTES = False
 
 
 @dataclass(frozen=True)
@@ -66,8 +76,11 @@ class PackedData:
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
-    """Smallest file dtype for the vocabulary: uint16 up to 65535 ids, else uint32."""
-    return np.dtype(np.uint16 if vocab_size <= 65535 else np.uint32)
+    """Smallest file dtype for the vocabulary: uint8 for the byte tokenizer's 256 ids (half the bytes
+    to write and read), uint16 up to 65536 ids, else uint32."""
+    if vocab_size <= 256:
+        return np.dtype(np.uint8)
+    return np.dtype(np.uint16 if vocab_size <= 65536 else np.uint32)
 
 
 def val_period(val_fraction: float) -> int:
@@ -109,6 +122,8 @@ def packed_fingerprint(cfg: DataConfig) -> tuple[str, str]:
         "tokenizer": tokenizer_identity(cfg, source_fp),
         "val_fraction": cfg.val_fraction,
         "max_bytes": cfg.max_bytes,
+        "doc_separator": cfg.doc_separator,
+        "streaming": streamed(cfg),
     }
     return stable_hash(parts), source_fp
 
@@ -203,15 +218,12 @@ def _write_splits(
 
 def _split_single_document(out: Path, dtype: np.dtype, counts: dict, val_fraction: float) -> None:
     """One document cannot be split by documents: hold out its last val_fraction of tokens."""
-    tokens = np.fromfile(out / "val.bin", dtype=dtype)
-    n_val = max(1, int(round(len(tokens) * val_fraction)))
-    tokens[:-n_val].tofile(out / "train.bin")
-    tokens[-n_val:].tofile(out / "val.bin")
-    total_bytes = counts["val"]["bytes"]
-    counts["train"] = {"tokens": len(tokens) - n_val, "bytes": 0, "docs": 0}
+    n_train, n_val = split_last_tokens(out, dtype, val_fraction)
+    total_bytes = counts["train"]["bytes"] + counts["val"]["bytes"]
+    counts["train"] = {"tokens": n_train, "bytes": 0, "docs": 0}
     counts["val"] = {"tokens": n_val, "bytes": 0, "docs": 1}
     for split in SPLITS:  # bytes are per document; apportion them by token share
-        counts[split]["bytes"] = round(total_bytes * counts[split]["tokens"] / max(1, len(tokens)))
+        counts[split]["bytes"] = round(total_bytes * counts[split]["tokens"] / max(1, n_train + n_val))
     log.warning("the source has a single document: split by tokens instead (last %d tokens are val)", n_val)
 
 
@@ -220,36 +232,72 @@ def _texts(docs: datasets.Dataset) -> Iterator[str]:
         yield from (t or "" for t in batch["text"])
 
 
-def _build(cfg: DataConfig, out: Path, fp: str, source_fp: str) -> None:
-    t0 = time.perf_counter()
+def _pack_dataset(cfg: DataConfig, tmp: Path, fp: str, source_fp: str) -> tuple[Tokenizer, dict, int]:
+    """Load the documents as a Dataset, tokenize with datasets.map, write the splits."""
     docs = load_documents(cfg)
     if len(docs) == 0:
         raise ValueError(f"data.source={cfg.source}: the source has no documents (path={cfg.path})")
     groups = docs["group"] if "group" in docs.column_names else None
     is_val = val_mask(len(docs), cfg.val_fraction, groups)
-    t1 = time.perf_counter()
     train_docs = docs.select(np.flatnonzero(~is_val)) if len(docs) > 1 else docs
     tokenizer = build_tokenizer(cfg, lambda: _texts(train_docs), source_fp)
     dtype = token_dtype(tokenizer.vocab_size)
-    t2 = time.perf_counter()
+    scratch = tmp / "_scratch"
+    scratch.mkdir()
+    tokens = _tokenize(cfg, docs, tokenizer, scratch, fp)
+    counts = _write_splits(tokens, is_val, tmp, dtype)
+    del tokens
+    shutil.rmtree(scratch)
+    return tokenizer, counts, len(docs)
+
+
+def _train_texts(cfg: DataConfig) -> Iterator[str]:
+    """The train documents' pieces of the stream, for BPE training (a second pass over the source)."""
+    period = val_period(cfg.val_fraction)
+    doc = 0
+    for raw, end in pieces(cfg):
+        if doc % period:
+            yield raw.decode("utf-8")
+        doc += end
+
+
+def _pack_stream(cfg: DataConfig, tmp: Path, source_fp: str) -> tuple[Tokenizer, dict, int]:
+    """Stream the source (a text file split at data.doc_separator, or a streamed hub set) into the
+    splits batch by batch: memory does not grow with the corpus."""
+    tokenizer = build_tokenizer(cfg, lambda: _train_texts(cfg), source_fp)
+    dtype = token_dtype(tokenizer.vocab_size)
+    num_proc = max(1, cfg.num_proc)
+    if (
+        cfg.source == "text"
+        and sum(f.stat().st_size for f in resolve_files(cfg.path or "")) < PARALLEL_MIN_BYTES
+    ):
+        num_proc = 1  # starting a spawned pool costs seconds: only worth it for big files
+    if tokenizer.name == "byte" and not STREAM_POOL_FOR_BYTES:
+        num_proc = 1
+    log.info("packing a stream of documents with %s (num_proc=%d)", tokenizer.name, num_proc)
+    counts = write_stream(pieces(cfg), tokenizer, dtype, tmp, val_period(cfg.val_fraction), num_proc)
+    return tokenizer, counts, counts["train"]["docs"] + counts["val"]["docs"]
+
+
+def _build(cfg: DataConfig, out: Path, fp: str, source_fp: str) -> None:
+    t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{fp}.", dir=out.parent))
     try:
-        scratch = tmp / "_scratch"
-        scratch.mkdir()
-        tokens = _tokenize(cfg, docs, tokenizer, scratch, fp)
-        counts = _write_splits(tokens, is_val, tmp, dtype)
-        del tokens
-        if counts["train"]["tokens"] + counts["val"]["tokens"] == 0:
+        if streamed(cfg):
+            tokenizer, counts, n_docs = _pack_stream(cfg, tmp, source_fp)
+        else:
+            tokenizer, counts, n_docs = _pack_dataset(cfg, tmp, fp, source_fp)
+        dtype = token_dtype(tokenizer.vocab_size)
+        if counts["train"]["bytes"] + counts["val"]["bytes"] == 0:  # end-of-text ids alone are no text
             raise ValueError(
                 f"data.source={cfg.source}: the documents hold no text (0 tokens; path={cfg.path}); "
                 "accepted: non-empty UTF-8 text"
             )
-        shutil.rmtree(scratch)
         split_mode = "documents"
-        if len(docs) == 1:
+        if n_docs == 1:
             _split_single_document(tmp, dtype, counts, cfg.val_fraction)
             split_mode = "tokens"
-        t3 = time.perf_counter()
+        t1 = time.perf_counter()
         tokenizer.save(tmp)
         meta = {
             "format": FORMAT_VERSION,
@@ -263,16 +311,16 @@ def _build(cfg: DataConfig, out: Path, fp: str, source_fp: str) -> None:
             "split_mode": split_mode,
             "val_fraction": cfg.val_fraction,
             "max_bytes": cfg.max_bytes,
+            "doc_separator": cfg.doc_separator,
             "n_docs": {s: counts[s]["docs"] for s in SPLITS},
             "n_tokens": {s: counts[s]["tokens"] for s in SPLITS},
             "n_bytes": {s: counts[s]["bytes"] for s in SPLITS},
             "bytes_per_token": counts["val"]["bytes"] / max(1, counts["val"]["tokens"]),
-            "load_seconds": round(t1 - t0, 3),
-            "tokenizer_seconds": round(t2 - t1, 3),
-            "tokenize_seconds": round(t3 - t2, 3),
+            "pack_seconds": round(t1 - t0, 3),
+            "files": {f"{s}.bin": integrity.describe(tmp / f"{s}.bin") for s in SPLITS},
         }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-        if out.exists():  # a leftover without meta.json (meta is written last): replace it
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")  # last: marks it finished
+        if out.exists():  # a damaged or unfinished entry (checked under the lock): replace it
             shutil.rmtree(out)
         os.replace(tmp, out)
     except BaseException:
@@ -283,23 +331,77 @@ def _build(cfg: DataConfig, out: Path, fp: str, source_fp: str) -> None:
         meta["n_tokens"]["train"],
         meta["n_tokens"]["val"],
         tokenizer.name,
-        t3 - t2,
+        t1 - t0,
         out,
     )
 
 
+def _trusted_meta(out: Path, say: bool) -> dict[str, Any] | None:
+    """meta.json of a finished cache entry whose files match it (sizes, sampled checksum), else None;
+    with say, one warning line naming what is wrong."""
+    meta_file = out / "meta.json"
+    if not meta_file.is_file():
+        return None
+    try:
+        meta = json.loads(meta_file.read_text())
+        why = integrity.problem(out, meta["files"])
+    except (ValueError, KeyError, TypeError) as e:
+        why = f"meta.json is unreadable ({type(e).__name__})"
+    if why is None:
+        return meta
+    if say:
+        log.warning("cached tokens at %s are damaged (%s): packing them again", out, why)
+    return None
+
+
+def _remove_unfinished(root: Path, fp: str) -> None:
+    """Scratch directories of packings that never finished (a killed run): never trusted, removed.
+    Called under the entry's lock, so no live packer of this fingerprint owns one."""
+    for leftover in sorted(root.glob(f".{fp}.*")):
+        log.warning("found an unfinished packing at %s (a run killed while packing?): removing it", leftover)
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While packing, SIGTERM raises Lightning's SIGTERMException instead of killing the process, so
+    the unfinished scratch directory is removed and the app records the run as preempted.
+    Only in the main thread, and only where nobody else has installed a SIGTERM handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        # imported here: lightning costs ~0.5 GB and seconds to import, and the app has it loaded
+        from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+        raise SIGTERMException
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def prepare_tokens(cfg: DataConfig) -> PackedData:
-    """Tokenize and pack the corpus unless an identical packing is cached; safe across processes."""
+    """Tokenize and pack the corpus unless an identical packing is cached and intact; safe across
+    processes (one packs, the others wait on the lock) and against a packer killed midway."""
     fp, source_fp = packed_fingerprint(cfg)
     root = resolve_path(cfg.cache_dir)
     out = root / fp
-    if (out / "meta.json").is_file():
-        log.info("using cached tokens at %s", out)
-    else:
+    meta = _trusted_meta(out, say=False)
+    if meta is None:
         with file_lock(root / f"{fp}.lock"):
-            if (out / "meta.json").is_file():  # another process packed it while we waited
-                log.info("using cached tokens at %s", out)
-            else:
-                _build(cfg, out, fp, source_fp)
-    meta = json.loads((out / "meta.json").read_text())
+            meta = _trusted_meta(out, say=True)  # another process may have packed it while we waited
+            if meta is None:
+                _remove_unfinished(root, fp)
+                with sigterm_raises():
+                    _build(cfg, out, fp, source_fp)
+                meta = json.loads((out / "meta.json").read_text())
+                return PackedData(directory=out, meta=meta, tokenizer=load_tokenizer(out))
+    log.info("using cached tokens at %s", out)
     return PackedData(directory=out, meta=meta, tokenizer=load_tokenizer(out))

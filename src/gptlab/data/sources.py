@@ -72,6 +72,16 @@ def _check_source(cfg: DataConfig) -> None:
         raise ValueError(f"data.max_bytes={cfg.max_bytes!r} must be a positive integer or null")
     if cfg.source in ("text", "json", "parquet") and not cfg.path:
         raise ValueError(f"data.path is required for data.source={cfg.source} (a file, dir or glob)")
+    if cfg.doc_separator is not None and cfg.source != "text":
+        raise ValueError(
+            f"data.doc_separator applies to data.source=text, not {cfg.source}; "
+            "accepted: null, or data.source=text"
+        )
+    if cfg.streaming and cfg.source != "hub":
+        raise ValueError(
+            f"data.streaming=true applies to data.source=hub, not {cfg.source}; a text file streams "
+            "with data.doc_separator"
+        )
     if cfg.source == "hub" and not (cfg.name or cfg.path):
         raise ValueError("data.name is required for data.source=hub (e.g. roneneldan/TinyStories)")
 

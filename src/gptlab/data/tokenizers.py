@@ -24,6 +24,7 @@ from gptlab.data.tokenizer_files import TOKENIZER_FILE
 log = logging.getLogger(__name__)
 
 EOT = "<|endoftext|>"
+BYTE_EOS = 0xFF  # the byte tokenizer's end-of-text id: a byte value UTF-8 never uses
 
 
 @runtime_checkable
@@ -65,11 +66,16 @@ def _write_config(directory: Path, name: str, eos: str | None) -> None:
 
 
 class ByteTokenizer:
-    """UTF-8 bytes as ids 0..255: no training, no unknown tokens, and bits-per-byte is exact."""
+    """UTF-8 bytes as ids 0..255: no training, no unknown tokens, and bits-per-byte is exact.
+
+    The end-of-text id is 255 (BYTE_EOS): the byte 0xFF never occurs in UTF-8, and inputs are checked
+    to be UTF-8, so it cannot collide with text and the vocabulary stays 256 (model shapes, old
+    checkpoints and exported tokenizers are unchanged).
+    """
 
     name = "byte"
     vocab_size = 256
-    eos_id: int | None = None
+    eos_id: int | None = BYTE_EOS
 
     def encode(self, text: str) -> np.ndarray:
         """Ids of text (its UTF-8 bytes)."""
@@ -80,11 +86,13 @@ class ByteTokenizer:
         return [self.encode(t) for t in texts]
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Text of ids; a sequence cut mid-character decodes with U+FFFD instead of failing."""
+        """Text of ids, BYTE_EOS shown as <|endoftext|>; a sequence cut mid-character decodes with
+        U+FFFD instead of failing."""
         arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids)
         if arr.size and (arr.min() < 0 or arr.max() > 255):
             raise ValueError(f"byte tokenizer ids must be in 0..255, got {arr.min()}..{arr.max()}")
-        return arr.astype(np.uint8).tobytes().decode("utf-8", errors="replace")
+        parts = arr.astype(np.uint8).tobytes().split(bytes([BYTE_EOS]))
+        return EOT.join(p.decode("utf-8", errors="replace") for p in parts)
 
     def to_hf(self) -> tokenizers.Tokenizer:
         """The same mapping as a `tokenizers` object (byte-level BPE without merges, id = byte)."""
@@ -173,6 +181,22 @@ class PretrainedTokenizer(HFTokenizer):
         super().__init__(tok, name or f"pretrained:{file.parent.name}", _find_eos(tok, file.parent))
 
 
+class IdTokenizer(HFTokenizer):
+    """Pre-tokenized shards without their tokenizer (only data.vocab_size): id i is the word "<i>".
+
+    A WordLevel tokenizer.json, so checkpoints, generate.py and exporters handle it like any other;
+    samples then read as ids ("<464> <3290> ..."): give data.tokenizer_path to see text.
+    """
+
+    @classmethod
+    def of_size(cls, vocab_size: int) -> IdTokenizer:
+        """The id tokenizer of vocab_size ids."""
+        vocab = {f"<{i}>": i for i in range(vocab_size)}
+        tok = tokenizers.Tokenizer(models.WordLevel(vocab=vocab, unk_token="<0>"))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        return cls(tok, f"ids{vocab_size}", None)
+
+
 def _batched(texts: Iterable[str], n: int) -> Iterator[list[str]]:
     batch: list[str] = []
     for t in texts:
@@ -225,6 +249,8 @@ def load_tokenizer(directory: str | os.PathLike[str]) -> Tokenizer:
         return ByteTokenizer()
     if name and name.startswith("bpe"):
         return BPETokenizer.from_file(directory / TOKENIZER_FILE)
+    if name and name.startswith("ids"):
+        return IdTokenizer(tokenizers.Tokenizer.from_file(str(directory / TOKENIZER_FILE)), name, None)
     return PretrainedTokenizer(directory, name=name)
 
 

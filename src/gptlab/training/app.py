@@ -344,7 +344,7 @@ def generate_sample(cfg: TrainConfig, module: GPTLightningModule, datamodule: To
     if s.max_new_tokens <= 0:
         return ""
     tok = datamodule.tokenizer
-    prompt = list(tok.encode(s.prompt))
+    prompt = datamodule.sample_prompt()  # the start of a validation document: a sample that fits the data
     gen = torch.Generator(device=module.device).manual_seed(cfg.seed)
     ids = list(sample_tokens(module.model, prompt, s.max_new_tokens, s.temperature, s.top_k, s.top_p, gen))
     return tok.decode(prompt + ids)
@@ -376,6 +376,7 @@ def run_job(raw: DictConfig) -> float:
         log.error(one_line(err))
         return math.nan
     except SIGTERMException:  # train() wrote metrics.json (status preempted) and last.ckpt
+        write_status(run_dir, {"status": "preempted"})  # SIGTERM while packing: only "running" so far
         log.warning("stopped by SIGTERM: metrics.json status 'preempted', exit code %d", EXIT_PREEMPTED)
         raise SystemExit(EXIT_PREEMPTED if rank_zero_only.rank == 0 else 0) from None
     except Exception as err:

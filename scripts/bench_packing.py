@@ -1,0 +1,16 @@
+"""Packing benchmark: MB/s and peak RSS for byte and BPE tokenizers, 1 vs 2 processes.
+
+usage: python scripts/bench_packing.py [--sizes-mib 2048,512] [--tokenizers byte,bpe] [--procs 1,2]
+                                       [--rounds 2] [--work DIR] [--json PATH]
+Generates TinyStories-shaped corpora under --work (kept between runs) and packs each with
+data.doc_separator in a fresh interpreter. See docs/performance.md, "Packing".
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":
+    from gptlab.bench.packing import main
+
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,302 @@
+"""Pre-tokenized `.bin` shards read in place (data.source=tokens): nothing is copied or cached.
+
+Two layouts are read. Raw files (nanoGPT's train.bin) are a flat array of `data.token_dtype`.
+llm.c's and modded-nanogpt's shards start with 256 little-endian int32: magic 20240520, a version
+(1: uint16 tokens, 2: uint32) and the token count, then the tokens; the header is recognised by its
+magic and its count checked against the file size, so a truncated download fails at start-up.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gptlab.data.config import TOKEN_DTYPES, DataConfig
+from gptlab.data.packing import val_mask
+from gptlab.data.sources import resolve_files, stable_hash
+from gptlab.data.tokenizers import IdTokenizer, PretrainedTokenizer, Tokenizer
+
+log = logging.getLogger(__name__)
+
+MAGIC = 20240520
+HEADER_INTS = 256
+HEADER_BYTES = HEADER_INTS * 4
+VERSION_DTYPES = {1: np.dtype(np.uint16), 2: np.dtype(np.uint32)}
+CHECK_TOKENS = 1 << 16  # tokens read at each of a shard's start, middle and end for the id check
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One token file: where its tokens start (bytes), their type and count, and its layout."""
+
+    path: Path
+    offset: int
+    dtype: np.dtype
+    n_tokens: int
+    headered: bool
+
+    def layout(self) -> str:
+        """'llm.c header, uint16' or 'raw uint32': what mixed-format errors print."""
+        return f"{'llm.c header' if self.headered else 'raw'} {self.dtype.name}"
+
+    def memmap(self) -> np.memmap:
+        """The shard's tokens, memory-mapped read-only (the header skipped)."""
+        return np.memmap(self.path, dtype=self.dtype, mode="r", offset=self.offset, shape=(self.n_tokens,))
+
+
+def _dtype(token_dtype: str | None) -> np.dtype | None:
+    if token_dtype is None:
+        return None
+    if token_dtype not in TOKEN_DTYPES:
+        raise ValueError(f"data.token_dtype={token_dtype!r} is not accepted; choose one of {TOKEN_DTYPES}")
+    return np.dtype(token_dtype)
+
+
+def read_shard(path: Path, token_dtype: str | None) -> Shard:
+    """The shard's layout from its first 1 KiB and its size; one-line errors naming file and field."""
+    size = path.stat().st_size
+    head = np.fromfile(path, dtype="<i4", count=min(HEADER_INTS, size // 4))
+    want = _dtype(token_dtype)
+    if size >= HEADER_BYTES and int(head[0]) == MAGIC:
+        version, count = int(head[1]), int(head[2])
+        if version not in VERSION_DTYPES:
+            raise ValueError(
+                f"data.path: {path} has llm.c's magic but header version {version}; "
+                f"accepted: {', '.join(f'{v} ({d.name})' for v, d in VERSION_DTYPES.items())}"
+            )
+        dtype = VERSION_DTYPES[version]
+        if want is not None and want != dtype:
+            raise ValueError(
+                f"data.token_dtype={token_dtype} disagrees with {path}, whose header (version "
+                f"{version}) says {dtype.name}; drop data.token_dtype or set it to {dtype.name}"
+            )
+        expected = HEADER_BYTES + count * dtype.itemsize
+        if size != expected:
+            raise ValueError(
+                f"data.path: {path} header says {count} tokens ({expected} bytes) but the file has "
+                f"{size} bytes: truncated or damaged"
+            )
+        return Shard(path, HEADER_BYTES, dtype, count, True)
+    if size >= HEADER_BYTES and int(head[1]) in VERSION_DTYPES:
+        itemsize = VERSION_DTYPES[int(head[1])].itemsize
+        if HEADER_BYTES + int(head[2]) * itemsize == size:  # a header in all but its magic
+            raise ValueError(
+                f"data.path: {path} looks like an llm.c shard (version and count fit its size) but "
+                f"its magic is {int(head[0])}, not {MAGIC}: damaged header"
+            )
+    if want is None:
+        raise ValueError(
+            f"data.token_dtype is required: {path} has no llm.c header (magic {MAGIC}), so it is read "
+            f"as raw tokens; accepted: {', '.join(TOKEN_DTYPES)}"
+        )
+    if size % want.itemsize:
+        raise ValueError(
+            f"data.path: {path} has {size} bytes, not a whole number of data.token_dtype={token_dtype} "
+            f"tokens ({want.itemsize} bytes each)"
+        )
+    return Shard(path, 0, want, size // want.itemsize, False)
+
+
+def check_ids(shard: Shard, vocab_size: int, what: str) -> None:
+    """Refuse an id >= vocab_size in a sample of the shard (start, middle, end): O(1) per shard."""
+    tokens = shard.memmap()
+    n = len(tokens)
+    for start in sorted({0, max(0, n // 2 - CHECK_TOKENS // 2), max(0, n - CHECK_TOKENS)}):
+        block = np.asarray(tokens[start : start + CHECK_TOKENS])
+        if block.size and int(block.max()) >= vocab_size:
+            i = int(np.argmax(block >= vocab_size))
+            raise ValueError(
+                f"data.path: {shard.path} holds id {int(block[i])} at token offset {start + i}, "
+                f"not below the vocabulary size {vocab_size} ({what}): the shard was tokenized with "
+                "another vocabulary"
+            )
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Tokens [start, stop) of one shard."""
+
+    shard: Shard
+    start: int
+    stop: int
+
+
+class ShardedTokens:
+    """Segments of shards as one read-only token sequence; slices may span shards (no copy until read)."""
+
+    def __init__(self, segments: list[Segment]) -> None:
+        self.segments = segments
+        self._maps = [s.shard.memmap() for s in segments]
+        lengths = [s.stop - s.start for s in segments]
+        self._ends = list(np.cumsum(lengths, dtype=np.int64)) if lengths else []
+        self.dtype = segments[0].shard.dtype if segments else np.dtype(np.uint16)
+
+    def __len__(self) -> int:
+        return int(self._ends[-1]) if self._ends else 0
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("ShardedTokens supports contiguous slices only")
+        start, stop, _ = key.indices(len(self))
+        parts = []
+        i = bisect.bisect_right(self._ends, start)
+        while start < stop and i < len(self.segments):
+            seg_begin = int(self._ends[i - 1]) if i else 0
+            seg = self.segments[i]
+            lo = seg.start + start - seg_begin
+            hi = seg.start + min(stop, int(self._ends[i])) - seg_begin
+            parts.append(np.asarray(self._maps[i][lo:hi]))
+            start += hi - lo
+            i += 1
+        if not parts:
+            return np.zeros(0, self.dtype)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self[:]
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"segments": self.segments}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["segments"])  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class ShardedData:
+    """The PackedData of data.source=tokens: splits are segments of the user's shards."""
+
+    directory: Path
+    meta: dict[str, Any]
+    tokenizer: Tokenizer
+    splits: dict[str, list[Segment]] = field(repr=False)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The shards' element type."""
+        return np.dtype(self.meta["dtype"])
+
+    def tokens(self, split: str) -> ShardedTokens:
+        """The split's tokens, memory-mapped read-only."""
+        return ShardedTokens(self.splits[split])
+
+
+def _shards(pattern: str, field_name: str, token_dtype: str | None) -> list[Shard]:
+    try:
+        files = resolve_files(pattern)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(str(e).replace("data.path=", f"{field_name}=", 1)) from None
+    return [read_shard(f, token_dtype) for f in files]
+
+
+def _one_layout(shards: list[Shard]) -> None:
+    first = shards[0]
+    for s in shards[1:]:
+        if (s.headered, s.dtype) != (first.headered, first.dtype):
+            raise ValueError(
+                f"data.path: mixed shard formats: {first.path} is {first.layout()} but {s.path} is "
+                f"{s.layout()}; accepted: one layout for all shards (train and val)"
+            )
+
+
+def _tokenizer(cfg: DataConfig) -> tuple[Tokenizer, int, str]:
+    """(tokenizer, vocabulary bound for the id check, where the bound came from)."""
+    if cfg.vocab_size is not None and cfg.vocab_size < 1:
+        raise ValueError(f"data.vocab_size={cfg.vocab_size!r} must be a positive integer or null")
+    if cfg.tokenizer_path:
+        tok: Tokenizer = PretrainedTokenizer(cfg.tokenizer_path)
+        if cfg.vocab_size is not None and cfg.vocab_size < tok.vocab_size:
+            raise ValueError(
+                f"data.vocab_size={cfg.vocab_size} is smaller than the {tok.vocab_size} ids of "
+                f"data.tokenizer_path={cfg.tokenizer_path}; accepted: null or >= {tok.vocab_size}"
+            )
+        if cfg.vocab_size is None:
+            return tok, tok.vocab_size, f"the vocabulary of data.tokenizer_path={cfg.tokenizer_path}"
+        return tok, cfg.vocab_size, f"data.vocab_size={cfg.vocab_size}"
+    if cfg.vocab_size is None:
+        raise ValueError(
+            "data.vocab_size or data.tokenizer_path is required for data.source=tokens "
+            "(e.g. data.vocab_size=50257, or a GPT-2 tokenizer.json)"
+        )
+    return IdTokenizer.of_size(cfg.vocab_size), cfg.vocab_size, f"data.vocab_size={cfg.vocab_size}"
+
+
+def _split(cfg: DataConfig, train: list[Shard], val: list[Shard]) -> tuple[dict[str, list[Segment]], str]:
+    """Segments per split: the val shards; else every round(1/val_fraction)-th shard (shard 0 first);
+    a single shard keeps its last val_fraction of tokens for val."""
+    whole = [Segment(s, 0, s.n_tokens) for s in train]
+    if val:
+        return {"train": whole, "val": [Segment(s, 0, s.n_tokens) for s in val]}, "val_path"
+    if len(train) == 1:
+        s = train[0]
+        n_val = max(1, round(s.n_tokens * cfg.val_fraction))
+        return {
+            "train": [Segment(s, 0, s.n_tokens - n_val)],
+            "val": [Segment(s, s.n_tokens - n_val, s.n_tokens)],
+        }, "tokens"
+    mask = val_mask(len(train), cfg.val_fraction)
+    splits = {
+        "train": [seg for seg, v in zip(whole, mask, strict=True) if not v],
+        "val": [seg for seg, v in zip(whole, mask, strict=True) if v],
+    }
+    return splits, "shards"
+
+
+def _bytes_per_token(tokenizer: Tokenizer, tokens: ShardedTokens) -> float:
+    """Estimated from a decoded sample of val; NaN (val/bpb unknown) without a real tokenizer."""
+    if isinstance(tokenizer, IdTokenizer) or len(tokens) == 0:
+        return math.nan
+    sample = tokens[: min(len(tokens), CHECK_TOKENS)]
+    return len(tokenizer.decode(sample.tolist()).encode("utf-8")) / max(1, len(sample))
+
+
+def open_shards(cfg: DataConfig) -> ShardedData:
+    """Read, check and split the shards of data.path (and data.val_path); writes nothing."""
+    if not cfg.path:
+        raise ValueError("data.path is required for data.source=tokens (a .bin file, directory or glob)")
+    val = _shards(cfg.val_path, "data.val_path", cfg.token_dtype) if cfg.val_path else []
+    val_files = {s.path for s in val}
+    train = [s for s in _shards(cfg.path, "data.path", cfg.token_dtype) if s.path not in val_files]
+    if not train:
+        raise ValueError(
+            f"data.path={cfg.path!r}: every matched shard is also in data.val_path; no train shards left"
+        )
+    _one_layout(train + val)
+    tokenizer, vocab, what = _tokenizer(cfg)
+    for shard in train + val:
+        check_ids(shard, vocab, what)
+    splits, mode = _split(cfg, train, val)
+    n_tokens = {k: sum(s.stop - s.start for s in segs) for k, segs in splits.items()}
+    files = [(str(s.path), s.path.stat().st_size, s.path.stat().st_mtime_ns) for s in train + val]
+    meta: dict[str, Any] = {
+        "source": "tokens",
+        "fingerprint": stable_hash(
+            {"files": files, "mode": mode, "val_fraction": cfg.val_fraction, "vocab": vocab}
+        ),
+        "tokenizer": tokenizer.name,
+        "vocab_size": max(vocab, tokenizer.vocab_size),
+        "eos_id": tokenizer.eos_id,
+        "dtype": train[0].dtype.name,
+        "layout": train[0].layout(),
+        "split_mode": mode,
+        "n_shards": {k: len(segs) for k, segs in splits.items()},
+        "n_tokens": n_tokens,
+    }
+    data = ShardedData(train[0].path.parent, meta, tokenizer, splits)
+    meta["bytes_per_token"] = _bytes_per_token(tokenizer, data.tokens("val"))
+    log.info(
+        "data.source=tokens: %d train / %d val tokens in %d shard(s) (%s), split by %s",
+        n_tokens["train"],
+        n_tokens["val"],
+        len(train) + len(val),
+        meta["layout"],
+        mode,
+    )
+    return data
