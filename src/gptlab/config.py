@@ -142,7 +142,7 @@ class SpikesConfig:
 
     enabled: bool = True
     threshold: float = 6.0  # a spike: loss > EMA + threshold·σ
-    ema_decay: float = 0.98  # ~50-step memory
+    ema_decay: float = 0.95  # ~20-step memory
     warmup_steps: int = 50  # steps folded into the EMA before any detection
     on_spike: str = "record"  # record | skip (skip also drops the step's update)
     max_records: int = 20  # spikes/step_<N>.json files at most (all are counted)

@@ -1,9 +1,10 @@
 """Loss-spike forensics: catch a step whose loss jumps above its running average, and keep the evidence.
 
 The training loss (cross-entropy, the global mean under DDP/FSDP) is watched against an exponential
-moving average and an exponentially weighted σ of it (decay `ema_decay`, ~1/(1-decay) steps). After
-`warmup_steps`, a step whose loss exceeds EMA + `threshold`·σ is a spike. A spike does not move the
-EMA or σ (it would hide the next one). On a spike at step N:
+moving average (decay `ema_decay`, ~1/(1-decay) steps) and a noise level σ, the exponentially weighted
+RMS of its step-to-step differences over √2 (a σ of the loss itself would count the early fall of
+the loss as noise). After `warmup_steps`, a step whose loss exceeds EMA + `threshold`·σ is a spike.
+A spike does not move the EMA or σ (it would hide the next one). On a spike at step N:
 
 - LayerTelemetry logs steps N and N+1 whatever its cadence (`force`); step N's forward-side numbers
   (act_rms, attention logits, output logits) come from a second forward of step N's last micro-batch,
@@ -46,7 +47,7 @@ class SpikeWatch(L.Callback):
         self,
         run_dir: str | Path | None,
         threshold: float = 6.0,
-        ema_decay: float = 0.98,
+        ema_decay: float = 0.95,
         warmup_steps: int = 50,
         on_spike: str = "record",
         max_records: int = 20,
@@ -61,6 +62,7 @@ class SpikeWatch(L.Callback):
         self.on_spike, self.max_records = on_spike, max_records
         self.ema: float | None = None
         self.var = 0.0
+        self.last = 0.0  # the previous non-spike step's loss
         self.seen = 0  # steps folded into the EMA
         self.spikes: list[dict[str, Any]] = []  # every spike (the first max_records get a file)
         self._pending: list[dict[str, Any]] = []  # records waiting for step N+1's telemetry
@@ -70,11 +72,11 @@ class SpikeWatch(L.Callback):
 
     def state_dict(self) -> dict[str, Any]:
         """The EMA state, so a resumed run keeps watching from where it was."""
-        return {"ema": self.ema, "var": self.var, "seen": self.seen, "n_spikes": len(self.spikes)}
+        return {"ema": self.ema, "var": self.var, "last": self.last, "seen": self.seen}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.ema, self.var = state_dict.get("ema"), float(state_dict.get("var", 0.0))
-        self.seen = int(state_dict.get("seen", 0))
+        self.seen, self.last = int(state_dict.get("seen", 0)), float(state_dict.get("last", 0.0))
 
     @staticmethod
     def _telemetry(trainer: L.Trainer) -> Any:
@@ -108,9 +110,12 @@ class SpikeWatch(L.Callback):
         if self.ema is None:
             self.ema = value
         else:
-            diff = value - self.ema
-            self.ema += (1 - self.decay) * diff
-            self.var = self.decay * (self.var + (1 - self.decay) * diff * diff)
+            # σ from one-step differences (var(Δ)/2 for independent noise): the fast early fall of
+            # the loss is a trend, and a trend barely enters its differences
+            diff = value - self.last
+            self.var = self.decay * self.var + (1 - self.decay) * diff * diff / 2
+            self.ema += (1 - self.decay) * (value - self.ema)
+        self.last = value
         self.seen += 1
 
     def _spike(self, trainer: L.Trainer, pl_module: Any, step: int, value: float, sigma: float) -> None:
