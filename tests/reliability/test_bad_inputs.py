@@ -108,7 +108,8 @@ ROWS = [
     (
         "z_loss_nan",
         ["optim.z_loss=nan"],
-        r"error: optim\.z_loss=nan is not accepted; give a finite number >= 0 \(0 turns it off; PaLM used 1e-4\)",
+        r"error: optim\.z_loss=nan is not accepted; give a finite number >= 0 "
+        r"\(0 turns it off; PaLM used 1e-4\)",
     ),
     (
         "negative_lr",
