@@ -31,7 +31,7 @@ SCALE = 10.0
 
 
 def reference_groups(name: str, tied: bool) -> list[str]:
-    """The groups of DESIGN.md, spelled out independently of telemetry.group_names."""
+    """The groups of docs/architecture.md, spelled out independently of telemetry.group_names."""
     if name.startswith(("tok_emb", "pos_emb")):
         return ["embed"]
     if name.startswith("final_norm"):

@@ -174,7 +174,7 @@ class LayerTelemetry(L.Callback):
         """Collect the forward-side statistics of the next forward of `pl_module`."""
         self._fwd = {}
         if self.act_rms or self.attention:
-            pl_module.model.tap = self._tap
+            pl_module.model.tap = self.on_stream  # read from the instance: a timer may wrap it
             self._model = pl_module.model
         pl_module.want_logit_stats = True
 
@@ -187,7 +187,9 @@ class LayerTelemetry(L.Callback):
             pl_module.logit_stats = None
 
     @torch.no_grad()
-    def _tap(self, i: int, x: torch.Tensor, rope: Any) -> None:
+    def on_stream(self, i: int, x: torch.Tensor, rope: Any) -> None:
+        """GPT.tap on a log step: the stream x before block i (i = n_layer: after the last). Named
+        like a hook so that scripts/bench.py's hook clock, which times every on_* method, counts it."""
         model = self._model
         if self.act_rms:
             self._fwd[f"act/{i}"] = x.detach().float().pow(2).mean()
