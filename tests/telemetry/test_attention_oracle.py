@@ -2,8 +2,8 @@
 
 The reference recomputes every block's queries and keys from the weights themselves (its own RMSNorm,
 its own half-split RoPE, its own per-head QK-norm), in float64, at on_train_batch_start (the weights
-the step's forward uses) on the step's batch; nothing of LayerTelemetry, Block.attn_input or
-CausalSelfAttention.queries_keys is called. Only the residual stream is advanced with the model's
+the step's forward uses) on the step's batch; nothing of LayerTelemetry or CausalSelfAttention is
+called for it. Only the residual stream is advanced with the model's
 own blocks (the stream is not what is under test here; act_rms is checked in tests/oracle).
 """
 

@@ -28,6 +28,8 @@ class CausalSelfAttention(nn.Module):
 
     With `qk_norm`, queries and keys are RMS-normalised per head (one gain of size d_head each, shared
     by the heads) before RoPE: the logits q·k/√d_h can then no longer grow with the weights' scale.
+    With `keep_qk` (telemetry, on its log steps only) the forward also leaves the q and k it gave SDPA
+    in `kept_qk`: SDPA saves them for backward anyway, so this costs no memory and no kernel change.
     """
 
     def __init__(self, cfg: GPTConfig) -> None:
@@ -41,6 +43,8 @@ class CausalSelfAttention(nn.Module):
         self.q_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
         self.resid_drop = nn.Dropout(cfg.dropout)
+        self.keep_qk = False
+        self.kept_qk: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def heads(self, proj: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         """(B, T, C) → (B, H, T, Dh) through one projection."""
@@ -50,7 +54,7 @@ class CausalSelfAttention(nn.Module):
     def queries_keys(
         self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """q and k as SDPA sees them (QK-norm, then RoPE); telemetry reads its logits from here."""
+        """q and k as SDPA sees them: QK-norm, then RoPE."""
         q, k = self.heads(self.q_proj, x), self.heads(self.k_proj, x)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
@@ -63,6 +67,8 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         B, T, C = x.shape
         q, k = self.queries_keys(x, rope)
+        if self.keep_qk:
+            self.kept_qk = (q.detach(), k.detach())
         v = self.heads(self.v_proj, x)
         y = F.scaled_dot_product_attention(
             q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True

@@ -31,10 +31,6 @@ class Block(nn.Module):
             self.attn_out_norm = make_norm(cfg)
             self.ffn_out_norm = make_norm(cfg)
 
-    def attn_input(self, x: torch.Tensor) -> torch.Tensor:
-        """What the attention reads from the stream x: normalised first in pre and sandwich."""
-        return self.attn_norm(x) if self.placement in ("pre", "sandwich") else x
-
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         if self.placement == "pre":  # norm on the branch: the stream is a clean identity path
             x = x + self.attn(self.attn_norm(x), rope)

@@ -8,13 +8,13 @@ small matrix product. `update_ratio/block_XX` = ‖ΔW‖/‖W‖ of the step ac
 = update RMS / weight RMS; `update_rms/block_XX` = ‖ΔW‖/√n.
 
 Forward side (the log step's first micro-batch): `GPT.tap`, called in the model's eager block loop,
-reads the stream before each block. It is set for that forward only and runs outside the compiled
-blocks, so `compile=true` never sees it (a hook on a compiled block is traced, and a new one each log
-step recompiled it). From the stream it takes act_rms, and, with the block's own
-`attn_input` and `attn.queries_keys` (QK-norm and RoPE as the training forward applies them), the
-pre-softmax logits q·k/√d_h: their max over every causal pair, and the mean entropy of each query's
-attention distribution. The training forward keeps its SDPA kernel. The module leaves the output
-logits' moments (`logits/*`) for the same micro-batch.
+reads the stream between blocks. It is set for that forward only and runs outside the compiled
+blocks, so `compile=true` never traces it (a hook on a compiled block is traced, and a new one each
+log step recompiled it). It takes act_rms, and the q and k each attention has just given SDPA
+(`keep_qk`: a flag on the module, so a compiled block has exactly one more graph, built on the first
+log step): from them the pre-softmax logits q·k/√d_h, their max over every causal pair and the mean
+entropy of each query's attention distribution. SDPA's kernel is the same on every step. The module
+leaves the output logits' moments (`logits/*`) for the same micro-batch.
 
 Reductions (one SUM and one MAX all-reduce, one host read): under FSDP2 the local gradients and
 weights are shards (sum their squares); under DDP replicas (count once). act_rms is the mean over
@@ -57,18 +57,18 @@ __all__ = ["LayerTelemetry", "attention_stats", "group_names"]
 
 def attention_stats(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(max logit, Σ entropy over query rows, number of rows) of causal attention with (B, H, T, Dh)
-    queries and keys: logits q·k/√Dh over the pairs key ≤ query, entropy of each row's softmax."""
+    queries and keys: logits q·k/√Dh over the pairs key ≤ query, entropy -Σ p log p of each row's
+    softmax (hidden pairs have p = 0, and entr(0) = 0). One score tensor per chunk of sequences."""
     B, H, T, D = q.shape
-    causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    hidden = ~torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     top = torch.full((), -math.inf, device=q.device)
     ent = torch.zeros((), dtype=torch.float64, device=q.device)
     step = max(1, SCORES_PER_CHUNK // (H * T * T))
     for b in range(0, B, step):
-        s = (q[b : b + step].float() @ k[b : b + step].float().transpose(-1, -2)) / math.sqrt(D)
-        s = s.masked_fill(~causal, -math.inf)
+        s = (q[b : b + step].float() * D**-0.5) @ k[b : b + step].float().transpose(-1, -2)
+        s.masked_fill_(hidden, -math.inf)
         top = torch.maximum(top, s.amax())
-        logp = torch.log_softmax(s, dim=-1)
-        ent -= torch.where(causal, logp.exp() * logp, 0.0).sum(dtype=torch.float64)
+        ent += torch.special.entr(torch.softmax(s, dim=-1)).sum(dtype=torch.float64)
     return top, ent, B * H * T
 
 
@@ -173,13 +173,17 @@ class LayerTelemetry(L.Callback):
     def arm(self, pl_module: Any) -> None:
         """Collect the forward-side statistics of the next forward of `pl_module`."""
         self._fwd = {}
+        self._model = pl_module.model
         if self.act_rms or self.attention:
             pl_module.model.tap = self.on_stream  # read from the instance: a timer may wrap it
-            self._model = pl_module.model
+        for block in pl_module.model.blocks:
+            block.attn.keep_qk = self.attention
         pl_module.want_logit_stats = True
 
     def disarm(self, pl_module: Any) -> None:
         pl_module.model.tap = None
+        for block in pl_module.model.blocks:
+            block.attn.keep_qk, block.attn.kept_qk = False, None
         pl_module.want_logit_stats = False
         stats = getattr(pl_module, "logit_stats", None)
         if stats is not None:
@@ -188,22 +192,23 @@ class LayerTelemetry(L.Callback):
 
     @torch.no_grad()
     def on_stream(self, i: int, x: torch.Tensor, rope: Any) -> None:
-        """GPT.tap on a log step: the stream x before block i (i = n_layer: after the last). Named
-        like a hook so that scripts/bench.py's hook clock, which times every on_* method, counts it."""
-        model = self._model
+        """GPT.tap on a log step: the stream x before block i (i = n_layer: after the last), when
+        block i-1's attention has just left its q and k. Named like a hook so that scripts/bench.py's
+        hook clock, which times every on_* method, counts it."""
         if self.act_rms:
             self._fwd[f"act/{i}"] = x.detach().float().pow(2).mean()
-        if not self.attention or i >= len(model.blocks):
+        if not self.attention or i == 0:
             return
-        block = model.blocks[i]
-        if hasattr(block, "unshard"):  # FSDP2: gather the block's weights now; its forward reuses them
-            block.unshard()
-        q, k = block.attn.queries_keys(block.attn_input(x.detach()), rope)
+        attn = self._model.blocks[i - 1].attn
+        if attn.kept_qk is None:
+            return
+        q, k = attn.kept_qk
+        attn.kept_qk = None
         top, ent, rows = attention_stats(q, k)
-        self._fwd[f"attn/{i}"] = torch.stack([top.double(), ent, ent.new_tensor(float(rows))])
+        self._fwd[f"attn/{i - 1}"] = torch.stack([top.double(), ent, ent.new_tensor(float(rows))])
 
     def on_before_backward(self, trainer: L.Trainer, pl_module: Any, loss: torch.Tensor) -> None:
-        if pl_module.model.tap is not None or pl_module.want_logit_stats:
+        if pl_module.want_logit_stats:
             self.disarm(pl_module)
 
     # ---- optimizer side: pre-clip gradients, then the update taken ------------------------------
