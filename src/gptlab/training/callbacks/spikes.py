@@ -20,9 +20,12 @@ A spike does not move the EMA or σ (it would hide the next one). On a spike at 
 - `on_spike=skip` also drops the step's update (the non-finite guard's mechanism: `found_inf` for
   fused AdamW, `.grad = None` otherwise); `record` (the default) only records.
 
-metrics.json gets `n_spikes`, `first_spike_step` and `first_spike_blocks` (RunSummary reads
-`summary_fields`). Reading the loss costs one host sync per step on a GPU (none on a CPU), plus one
-scalar all-reduce per step under DDP/FSDP; `callbacks.spikes.enabled=false` removes both.
+metrics.json gets `n_spikes`, `spike_steps`, `first_spike_step` and `first_spike_blocks`
+(RunSummary reads `summary_fields`). No host sync: on a CPU the loss is read every step (free there);
+on a GPU it is copied to pinned memory asynchronously and judged one step late, so there a record's
+telemetry (`telemetry_steps`) is of steps N+1 and N+2 and `skip` drops step N+1's update (the GPU
+path is not exercised by the tests: no GPU here). Under DDP/FSDP one scalar all-reduce per step;
+`callbacks.spikes.enabled=false` removes it all.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class SpikeWatch(L.Callback):
         self._loss_sum: torch.Tensor | None = None
         self._batch: Any = None
         self._batch_idx = 0
+        self._inflight: tuple[int, torch.Tensor, Any] | None = None  # GPU: the loss on its way
 
     def state_dict(self) -> dict[str, Any]:
         """The EMA state, so a resumed run keeps watching from where it was."""
@@ -98,10 +102,12 @@ class SpikeWatch(L.Callback):
         step_loss, self._loss_sum = self._loss_sum / accumulate, None
         if trainer.world_size > 1:  # every rank must agree on a spike: telemetry's reductions follow
             step_loss = trainer.strategy.reduce(step_loss.clone(), reduce_op="mean")
-        value = float(step_loss)  # the host read (free on a CPU)
+        got = self._read(step_loss, trainer.global_step)
+        if got is None:
+            return
+        step, value = got
         if not math.isfinite(value):
             return  # the non-finite guard's business
-        step = trainer.global_step
         if self.ema is not None and self.seen >= self.warmup:
             sigma = math.sqrt(self.var)
             if sigma > 0 and value > self.ema + self.threshold * sigma:
@@ -118,10 +124,28 @@ class SpikeWatch(L.Callback):
         self.last = value
         self.seen += 1
 
+    def _read(self, loss: torch.Tensor, step: int) -> tuple[int, float] | None:
+        """(step, loss) to judge now. On a CPU this step's (a host read costs nothing there). On a
+        GPU the loss is copied to pinned memory without waiting, and the previous step's copy is
+        read once its event has completed: no host sync, one step late."""
+        if loss.device.type != "cuda":
+            return step, float(loss)
+        earlier, self._inflight = self._inflight, None
+        buf = torch.empty((), dtype=loss.dtype, pin_memory=True)
+        buf.copy_(loss.detach(), non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        self._inflight = (step, buf, done)
+        if earlier is None or not earlier[2].query():
+            return None
+        return earlier[0], float(earlier[1])
+
     def _spike(self, trainer: L.Trainer, pl_module: Any, step: int, value: float, sigma: float) -> None:
         assert self.ema is not None
+        now = trainer.global_step  # == step on a CPU; step + 1 on a GPU (the loss is read late)
         record: dict[str, Any] = {
             "step": step,
+            "telemetry_steps": [now, now + 1],
             "loss": value,
             "ema": self.ema,
             "sigma": sigma,
@@ -129,6 +153,7 @@ class SpikeWatch(L.Callback):
             "threshold": self.threshold,
             "on_spike": self.on_spike,
             "update_dropped": self.on_spike == "skip",
+            "update_dropped_step": now if self.on_spike == "skip" else None,
             **self._windows(trainer, step),
         }
         self.spikes.append(record)
@@ -149,9 +174,9 @@ class SpikeWatch(L.Callback):
             if len(self.spikes) <= self.max_records:
                 self._write(record)
             return
-        already = (step + 1) % telemetry.every == 0 or step in telemetry.forced
-        telemetry.force(step)
-        telemetry.force(step + 1)
+        already = (now + 1) % telemetry.every == 0 or now in telemetry.forced
+        telemetry.force(now)
+        telemetry.force(now + 1)
         if not already and not any(hasattr(b, "unshard") for b in pl_module.model.blocks):
             self._forward_again(telemetry, pl_module)
         self._pending.append(record)
@@ -195,7 +220,7 @@ class SpikeWatch(L.Callback):
         self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
     ) -> None:
         done = trainer.global_step - 1  # the step just taken
-        for record in [r for r in self._pending if r["step"] + 1 <= done]:
+        for record in [r for r in self._pending if r["telemetry_steps"][-1] <= done]:
             self._complete(trainer, record)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
@@ -206,9 +231,9 @@ class SpikeWatch(L.Callback):
         self._pending.remove(record)
         telemetry = self._telemetry(trainer)
         history = dict(telemetry.history) if telemetry is not None else {}
-        step = record["step"]
-        record["telemetry"] = {str(s): history[s] for s in (step, step + 1) if s in history}
-        record["blocks"] = self._blocks(telemetry, step)
+        steps = record["telemetry_steps"]
+        record["telemetry"] = {str(s): history[s] for s in steps if s in history}
+        record["blocks"] = self._blocks(telemetry, steps[0])
         self._write(record)
 
     @staticmethod
