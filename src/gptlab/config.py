@@ -123,12 +123,13 @@ class TelemetryConfig:
     enabled: bool = True
     every_n_steps: int | None = None  # None: trainer.log_every_n_steps
     act_rms: bool = True
-    attention: bool = True  # attn_logit_max/*, attn_entropy/* (q·k recomputed on log steps)
+    attention: bool = True  # attn_logit_max/*, attn_entropy/* (from the q, k SDPA was given)
+    attention_every: int = 10  # ... on every this-many-th log step (and on spike steps): T×T scores
     figures: bool = True
     figures_every: int = 50  # heat maps re-drawn (and re-logged to wandb) every this many log steps
 
     def __post_init__(self) -> None:
-        for name in ("every_n_steps", "figures_every"):
+        for name in ("every_n_steps", "figures_every", "attention_every"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(

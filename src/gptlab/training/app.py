@@ -200,6 +200,7 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
                 every=every,
                 act_rms=t.act_rms,
                 attention=t.attention,
+                attention_every=t.attention_every,
                 figures=t.figures,
                 figures_every=t.figures_every,
                 run_dir=run_dir,

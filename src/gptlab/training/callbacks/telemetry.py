@@ -84,10 +84,14 @@ class LayerTelemetry(L.Callback):
         run_dir: str | Path | None = None,
         attention: bool = True,
         figures_every: int = 50,
+        attention_every: int = 1,
     ) -> None:
         self.every = max(1, every)
         self.act_rms = act_rms
         self.attention = attention
+        # the attention family costs an unfused attention pass (its T×T scores): taken on every
+        # `attention_every`-th log step (the first one included) and on every forced step
+        self.attention_every = max(1, attention_every)
         self.figures = figures
         self.figures_every = max(1, figures_every)  # in log steps
         self.run_dir = Path(run_dir) if run_dir else None
@@ -168,16 +172,19 @@ class LayerTelemetry(L.Callback):
             self._build_index(pl_module)
         if not self._is_log_step(trainer) or batch_idx % trainer.accumulate_grad_batches != 0:
             return  # the first micro-batch of the step stands for the step
-        self.arm(pl_module)
+        due = trainer.global_step in self.forced or len(self.history) % self.attention_every == 0
+        self.arm(pl_module, attention=self.attention and due)
 
-    def arm(self, pl_module: Any) -> None:
-        """Collect the forward-side statistics of the next forward of `pl_module`."""
+    def arm(self, pl_module: Any, attention: bool | None = None) -> None:
+        """Collect the forward-side statistics of the next forward of `pl_module` (the attention
+        family too unless `attention` is False; by default as configured)."""
+        attention = self.attention if attention is None else attention
         self._fwd = {}
         self._model = pl_module.model
-        if self.act_rms or self.attention:
+        if self.act_rms or attention:
             pl_module.model.tap = self.on_stream  # read from the instance: a timer may wrap it
         for block in pl_module.model.blocks:
-            block.attn.keep_qk = self.attention
+            block.attn.keep_qk = attention
         pl_module.want_logit_stats = True
 
     def disarm(self, pl_module: Any) -> None:
@@ -197,7 +204,7 @@ class LayerTelemetry(L.Callback):
         hook clock, which times every on_* method, counts it."""
         if self.act_rms:
             self._fwd[f"act/{i}"] = x.detach().float().pow(2).mean()
-        if not self.attention or i == 0:
+        if i == 0:
             return
         attn = self._model.blocks[i - 1].attn
         if attn.kept_qk is None:
