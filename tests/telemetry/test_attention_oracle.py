@@ -105,7 +105,7 @@ class Reference(L.Callback):
         self.steps[-1].update({f"update_rms/{b}": math.sqrt(v / count[b]) for b, v in sq.items()})
 
 
-def train(steps: int, scale: tuple[int, float] | None = None, **model: Any) -> tuple[list, list]:
+def train(steps: int, scale: tuple[int | None, float] | None = None, **model: Any) -> tuple[list, list]:
     L.seed_everything(0, verbose=False)
     base = {"vocab_size": 64, "block_size": 16, "n_layer": 3, "n_head": 2, "n_embd": 32}
     cfg = GPTConfig(**{**base, **model})
@@ -115,8 +115,10 @@ def train(steps: int, scale: tuple[int, float] | None = None, **model: Any) -> t
     if scale is not None:
         block, factor = scale
         with torch.no_grad():
-            module.model.blocks[block].attn.q_proj.weight.mul_(factor)
-            module.model.blocks[block].attn.k_proj.weight.mul_(factor)
+            for i, b in enumerate(module.model.blocks):
+                if block is None or i == block:
+                    b.attn.q_proj.weight.mul_(factor)
+                    b.attn.k_proj.weight.mul_(factor)
     telemetry, ref = LayerTelemetry(every=1, figures=False), Reference()
     data = torch.randint(0, 64, (steps * 4, 17), generator=torch.Generator().manual_seed(0))
     trainer = L.Trainer(
@@ -145,7 +147,9 @@ def train(steps: int, scale: tuple[int, float] | None = None, **model: Any) -> t
     ids=["pre-rope", "pre-rope-qknorm", "post-learned"],
 )
 def test_attention_and_logit_telemetry_equal_plain_torch(model: dict[str, Any]) -> None:
-    history, ref = train(3, **model)
+    # q and k of every block x8: peaked attention (logits of order 1-10, not ~0.05), so that an
+    # entropy over the wrong axis or a missing scale cannot pass for the right one
+    history, ref = train(3, scale=(None, 8.0), **model)
     assert len(history) == len(ref) == 3
     for (step, logged), want in zip(history, ref, strict=True):
         assert set(want) <= set(logged), sorted(set(want) - set(logged))
