@@ -255,7 +255,8 @@ class LayerTelemetry(L.Callback):
         with torch.no_grad():
             now = [local(p).detach() for p in self.params]
             param_sq = self._group_sq(now)
-            delta_sq = self._group_sq(torch._foreach_sub(now, self._before))
+            torch._foreach_sub_(self._before, now)  # in place: no second copy of the weights
+            delta_sq = self._group_sq(self._before)
         metrics = self._reduce(trainer, pl_module, grad_sq, param_sq, delta_sq)
         self._grad_sq, self._before, self._pending = None, None, False
         self._fwd = {}
