@@ -20,8 +20,8 @@ fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
 rows_out = []
 for job in sorted(p for p in sweep.iterdir() if p.is_dir() and (p / "csv" / "metrics.csv").exists()):
     over = (job / ".hydra" / "overrides.yaml").read_text()
-    lr = [l.split("=")[1] for l in over.split("\n") if "optim.lr=" in l][0]
-    qk = [l.split("=")[1] for l in over.split("\n") if "qk_norm=" in l][0]
+    lr = [x.split("=")[1] for x in over.split("\n") if "optim.lr=" in x][0]
+    qk = [x.split("=")[1] for x in over.split("\n") if "qk_norm=" in x][0]
     steps, logit, lsteps, loss = [], [], [], []
     with open(job / "csv" / "metrics.csv") as f:
         for r in csv.DictReader(f):
@@ -58,7 +58,8 @@ a2.legend(fontsize=7)
 fig.tight_layout()
 fig.savefig(out, dpi=110)
 print(
-    "| lr | qk_norm | max attn logit (run) | at the end | final train loss | final val loss | spikes | status |"
+    "| lr | qk_norm | max attn logit (run) | at the end | final train loss | final val loss "
+    "| spikes | status |"
 )
 print("|---|---|---|---|---|---|---|---|")
 for r in sorted(rows_out):
