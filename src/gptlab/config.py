@@ -17,6 +17,7 @@ NONFINITE_POLICIES = ("stop", "skip")
 # the benchmark's runs: a bare PyTorch loop, the Lightning path, and the Lightning path with layer
 # telemetry every 10 and every step (the number after the slash)
 BENCH_VARIANTS = ("bare", "lightning", "lightning+telemetry/10", "lightning+telemetry/1")
+SPIKE_POLICIES = ("record", "skip")
 
 
 @dataclass
@@ -68,6 +69,7 @@ class OptimConfig:
     warmup_steps: int = 20
     schedule: str = "cosine"
     grad_clip: float = 1.0  # max global L2 norm; 0 turns clipping off
+    z_loss: float = 0.0  # coefficient on the mean log²Z of the output logits (PaLM's 1e-4); 0: off
 
     def __post_init__(self) -> None:
         """One line naming the field, before start-up (torch would refuse some of these only later,
@@ -77,6 +79,7 @@ class OptimConfig:
         _number("optim.weight_decay", self.weight_decay, ">= 0")
         _number("optim.grad_clip", self.grad_clip, ">= 0 (0 turns clipping off)")
         _number("optim.eps", self.eps, "> 0", strict=True)
+        _number("optim.z_loss", self.z_loss, ">= 0 (0 turns it off; PaLM used 1e-4)")
         for name in ("beta1", "beta2"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and 0 <= value < 1):
@@ -123,7 +126,45 @@ class TelemetryConfig:
     enabled: bool = True
     every_n_steps: int | None = None  # None: trainer.log_every_n_steps
     act_rms: bool = True
+    attention: bool = True  # attn_logit_max/*, attn_entropy/* (from the q, k SDPA was given)
+    attention_every: int = 10  # ... on every this-many-th log step (and on spike steps): T×T scores
     figures: bool = True
+    figures_every: int = 50  # heat maps re-drawn (and re-logged to wandb) every this many log steps
+
+    def __post_init__(self) -> None:
+        for name in ("every_n_steps", "figures_every", "attention_every"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(
+                    f"callbacks.telemetry.{name}={value!r} is not accepted; give an integer >= 1"
+                )
+
+
+@dataclass
+class SpikesConfig:
+    """Loss-spike forensics (training/callbacks/spikes.py): loss against its EMA, in σ."""
+
+    enabled: bool = True
+    threshold: float = 6.0  # a spike: loss > EMA + threshold·σ
+    ema_decay: float = 0.95  # ~20-step memory
+    warmup_steps: int = 50  # steps folded into the EMA before any detection
+    on_spike: str = "record"  # record | skip (skip also drops the step's update)
+    max_records: int = 20  # spikes/step_<N>.json files at most (all are counted)
+
+    def __post_init__(self) -> None:
+        _number("callbacks.spikes.threshold", self.threshold, "> 0 (in σ above the EMA)", strict=True)
+        value = self.ema_decay
+        if not (isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1):
+            raise ValueError(f"callbacks.spikes.ema_decay={value!r} is not accepted; give a number in (0, 1)")
+        for name in ("warmup_steps", "max_records"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"callbacks.spikes.{name}={v!r} is not accepted; give an integer >= 0")
+        if self.on_spike not in SPIKE_POLICIES:
+            raise ValueError(
+                f"callbacks.spikes.on_spike={self.on_spike!r} is not accepted; choose one of "
+                f"{', '.join(SPIKE_POLICIES)}"
+            )
 
 
 @dataclass
@@ -131,6 +172,7 @@ class CallbacksConfig:
     """Callbacks the run wires in."""
 
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    spikes: SpikesConfig = field(default_factory=SpikesConfig)
     checkpoint_every_n_steps: int | None = None  # None: every validation
     progress_refresh_rate: int = 10  # fewer refreshes = fewer host syncs
     on_nonfinite: str = "stop"  # stop | skip

@@ -37,6 +37,7 @@ def common(cache: Path) -> list[str]:
         "trainer.enable_progress_bar=false",
         "sample.max_new_tokens=0",
         "callbacks.telemetry.figures=false",
+        "callbacks.telemetry.attention_every=1",  # the attention family on every step compared
         f"optim.grad_clip={GRAD_CLIP}",
         # all 10 steps inside the warmup: the LR of a step does not depend on max_steps, so a run
         # stopped at step 4 and resumed to 10 follows the same schedule as the straight one

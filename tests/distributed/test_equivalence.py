@@ -2,7 +2,9 @@
 
 train/loss is the global mean on logged steps (the module all-reduces it there), so the three
 runs must agree step by step; the telemetry's grad norms are over the global gradient (DDP
-replicas counted once, FSDP shards summed), so every grad_norm/* column must agree too.
+replicas counted once, FSDP shards summed), so every grad_norm/* column must agree too, and so must
+every other telemetry family: attn_logit_max/* (a MAX all-reduce), attn_entropy/* and logits/*
+(token-weighted over ranks), update_rms/*, act_rms/*.
 Differences come only from float32 summation order (one batch of 4 vs two of 2 and an all-reduce):
 ~1e-7 relative at step 0, growing slowly through AdamW; the tolerances leave room for 10 steps.
 
@@ -39,6 +41,18 @@ from .helpers import (
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 LOSS_RTOL = 1e-5
 GRAD_RTOL = 1e-4
+# every telemetry family: the optimizer side (norms over the global gradient and weights) and the
+# forward side (attention logits and entropy, output logits, stream RMS over the global batch)
+TELEMETRY = (
+    "grad_norm/",
+    "param_norm/",
+    "update_ratio/",
+    "update_rms/",
+    "act_rms/",
+    "attn_logit_max/",
+    "attn_entropy/",
+    "logits/",
+)
 VAL_ABS = 1e-6
 
 
@@ -54,9 +68,13 @@ def _compare(reference: Path, other: Path, label: str) -> None:
     for step, value in series(ref, "tokens_seen").items():
         assert got[step]["tokens_seen"] == value == (step + 1) * GLOBAL_BATCH * BLOCK, (label, step)
 
-    names = sorted({k for m in ref.values() for k in m if k.startswith("grad_norm/")})
-    assert names == sorted({k for m in got.values() for k in m if k.startswith("grad_norm/")})
+    names = sorted({k for m in ref.values() for k in m if k.startswith(TELEMETRY)})
+    assert names == sorted({k for m in got.values() for k in m if k.startswith(TELEMETRY)})
     assert "grad_norm/clip_coef" in names and "grad_norm/block_01/ffn" in names
+    # the forward-side signals: a max is MAX-reduced, entropy and logit moments token-weighted
+    for key in ("attn_logit_max/block_01", "attn_entropy/block_00", "logits/max", "logits/log_z_mean"):
+        assert key in names, key
+    assert "update_rms/block_01" in names and "act_rms/block_01" in names
     for name in names:
         want, have = series(ref, name), series(got, name)
         assert list(have) == list(want) == list(range(STEPS)), (label, name)

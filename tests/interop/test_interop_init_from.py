@@ -140,6 +140,13 @@ def test_the_checkpoint_architecture_is_kept_and_never_resized(tmp_path: Path) -
     assert (got.block_size, got.dropout, got.init_from) == (32, 0.1, str(hf))
 
 
+def test_qk_norm_cannot_start_from_a_checkpoint_without_it(tmp_path: Path) -> None:
+    hf = write_hf(tmp_path, {})
+    cfg = TrainConfig(model=GPTConfig(init_from=str(hf), qk_norm=True))
+    with pytest.raises(ValueError, match=r"model.qk_norm=True cannot start from model.init_from"):
+        model_config(cfg, 256, ByteTokenizer())
+
+
 def test_more_context_than_learned_positions_is_refused(tmp_path: Path) -> None:
     hf = write_hf(tmp_path, GPT2_SHAPE)
     cfg = TrainConfig(model=GPTConfig(init_from=str(hf), block_size=128))

@@ -273,10 +273,17 @@ def ddp_fit(rank: int, out: Path, port: int) -> None:
     class Dump(L.Callback):
         def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
             steps = [{k: v for k, v in r.items() if k != "before"} for r in probe.steps]
-            result = {"history": telemetry.history, "probe": steps, "world": trainer.world_size}
+            result = {
+                "history": telemetry.history,
+                "probe": steps,
+                "attention": attention.steps,  # this rank's batch only
+                "world": trainer.world_size,
+            }
             (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(result))
 
-    telemetry, probe = LayerTelemetry(every=1, figures=False), Probe()
+    from tests.telemetry.test_attention_oracle import Reference
+
+    telemetry, probe, attention = LayerTelemetry(every=1, figures=False), Probe(), Reference()
     trainer = L.Trainer(
         accelerator="cpu",
         devices=2,
@@ -284,7 +291,7 @@ def ddp_fit(rank: int, out: Path, port: int) -> None:
         max_steps=DDP_STEPS,
         log_every_n_steps=1,
         logger=False,
-        callbacks=[telemetry, probe, Dump()],
+        callbacks=[telemetry, probe, attention, Dump()],
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -323,3 +330,19 @@ def test_ddp_telemetry_counts_replicas_once(tmp_path: Path, monkeypatch: pytest.
     probe = Probe()
     probe.steps = ranks[0]["probe"]
     check_against_probe([(s, m) for s, m in ranks[0]["history"]], probe, DDP_CLIP)
+    # forward-side signals over the global batch, from each rank's own plain-torch numbers: a max
+    # is the larger rank's, means (equal token counts) the average; the std from pooled moments
+    for (_, m), a, b in zip(ranks[0]["history"], ranks[0]["attention"], ranks[1]["attention"], strict=True):
+        for key in a:
+            if key.endswith("max") or "_max/" in key:
+                want = max(a[key], b[key])
+            elif key == "logits/std":
+                mean = (a["logits/mean"] + b["logits/mean"]) / 2
+                second = (a[key] ** 2 + a["logits/mean"] ** 2 + b[key] ** 2 + b["logits/mean"] ** 2) / 2
+                want = math.sqrt(second - mean**2)
+            elif key.startswith("update_rms/"):
+                assert a[key] == pytest.approx(b[key], rel=1e-6)  # replicas took the same step
+                want = a[key]
+            else:
+                want = (a[key] + b[key]) / 2
+            assert m[key] == pytest.approx(want, rel=1e-4), (key, m[key], want, a[key], b[key])

@@ -30,6 +30,7 @@ CPU_ONLY = (
     "torch/optim/",  # non-fused AdamW reads its CPU step counter; on CUDA it is fused (device steps)
     "gptlab/data/",  # the sampler's permutation is a CPU tensor
     "gptlab/training/callbacks/nonfinite.py",  # reads its flags every step only when device is cpu
+    "gptlab/training/callbacks/spikes.py",  # reads the loss every step only on a CPU (pinned copy on GPU)
 )
 LOG_EVERY = 5
 STEPS = 12

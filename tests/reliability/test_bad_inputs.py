@@ -89,6 +89,29 @@ ROWS = [
         r"error: optim\.grad_clip=inf is not accepted; give a finite number >= 0 \(0 turns clipping off\)",
     ),
     (
+        "bad_spike_policy",
+        ["callbacks.spikes.on_spike=ignore"],
+        r"error: callbacks\.spikes\.on_spike='ignore' is not accepted; choose one of record, skip",
+    ),
+    (
+        "spike_threshold_negative",
+        ["callbacks.spikes.threshold=-1"],
+        r"error: callbacks\.spikes\.threshold=-1(\.0)? is not accepted; give a finite number > 0 "
+        r"\(in σ above the EMA\)",
+    ),
+    (
+        "z_loss_negative",
+        ["optim.z_loss=-1e-4"],
+        r"error: optim\.z_loss=-0\.0001 is not accepted; give a finite number >= 0 "
+        r"\(0 turns it off; PaLM used 1e-4\)",
+    ),
+    (
+        "z_loss_nan",
+        ["optim.z_loss=nan"],
+        r"error: optim\.z_loss=nan is not accepted; give a finite number >= 0 "
+        r"\(0 turns it off; PaLM used 1e-4\)",
+    ),
+    (
         "negative_lr",
         ["optim.lr=-1"],
         r"error: optim\.lr=-1(\.0)? is not accepted; give a finite number >= 0",

@@ -18,6 +18,7 @@ def grad_heatmap(
     steps: Sequence[int],
     path: Path,
     title: str = "gradient norm",
+    label: str = "L2 norm",
 ) -> Path:
     """Layers (rows, input at the bottom) × log steps (columns), log colour scale."""
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(matrix) + 2))
@@ -30,7 +31,7 @@ def grad_heatmap(
     ax.set_xticks(ticks, [str(steps[t]) for t in ticks])
     ax.set_yticks(range(len(matrix)))
     ax.set_title(title)
-    fig.colorbar(im, ax=ax, label="L2 norm")
+    fig.colorbar(im, ax=ax, label=label)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -50,6 +51,7 @@ def depth_profile(
     for c in cols:
         ax.plot(range(len(matrix)), [row[c] for row in matrix], marker="o", label=f"step {steps[c]}")
     ax.set_yscale("log")
+    ax.set_xticks(range(len(matrix)))  # blocks are integers: no 0.5 ticks
     ax.set_xlabel("block index (input → output)")
     ax.set_ylabel("L2 norm")
     ax.set_title(title)

@@ -38,7 +38,8 @@ class ParamReport:
 
 
 def _component(name: str) -> str:
-    """Which report row a parameter name belongs to (the names are fixed: docs/architecture.md)."""
+    """Which report row a parameter name belongs to (the names are fixed by docs/architecture.md;
+    a block's QK-norm gains, attn.q_norm / attn.k_norm, count as attention)."""
     head = name.split(".")[0]
     if head in ("tok_emb", "pos_emb", "lm_head"):
         return head
@@ -86,7 +87,7 @@ def format_report(report: ParamReport) -> str:
         f"n_layer={cfg.n_layer} n_head={cfg.n_head} n_embd={cfg.n_embd} "
         f"vocab_size={cfg.vocab_size} block_size={cfg.block_size}\n"
         f"placement={cfg.norm_placement} norm={cfg.norm} ffn={ffn_name} pos_emb={cfg.pos_emb} "
-        f"bias={cfg.bias} tie_embeddings={cfg.tie_embeddings}"
+        f"bias={cfg.bias} tie_embeddings={cfg.tie_embeddings} qk_norm={cfg.qk_norm}"
     )
     labels = {
         "tok_emb": "tok_emb",

@@ -34,6 +34,11 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
     the tokenizer (`vocab_size`); a larger one is fine (the extra rows are never indexed).
     """
     hf_cfg = load_hf_config(path)
+    if base.qk_norm:  # the checkpoint's attention has no q/k norm: training it with one is a new model
+        raise ValueError(
+            f"model.qk_norm=True cannot start from model.init_from={str(path)!r}: Llama and GPT-2 "
+            "checkpoints have no query/key norm; accepted: model.qk_norm=false with model.init_from"
+        )
     if vocab_size is not None and hf_cfg.vocab_size < vocab_size:
         raise ValueError(
             f"model.init_from={str(path)!r} has vocab_size={hf_cfg.vocab_size}, fewer than the "

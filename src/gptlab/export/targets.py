@@ -18,6 +18,11 @@ ARCHITECTURES = {kind: arch.ARCHITECTURE for kind, arch in ARCHS.items()}
 
 def check_exportable(cfg: GPTConfig) -> str:
     """The HF architecture that reproduces `cfg` exactly ('llama' or 'gpt2'), else why none does."""
+    if cfg.qk_norm:
+        raise ValueError(
+            "model.qk_norm=True cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel "
+            "(neither normalises queries and keys); accepted: false"
+        )
     if cfg.norm_placement != "pre":
         raise ValueError(
             f"model.norm_placement={cfg.norm_placement!r} cannot be expressed by "

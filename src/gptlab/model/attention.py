@@ -1,4 +1,4 @@
-"""Causal multi-head self-attention through SDPA, with optional rotary position embedding."""
+"""Causal multi-head self-attention through SDPA, with optional rotary position embedding and QK-norm."""
 
 from __future__ import annotations
 
@@ -24,7 +24,13 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class CausalSelfAttention(nn.Module):
-    """q/k/v projections, SDPA with the 1/sqrt(d_head) scale, and out_proj (W_O) into the stream."""
+    """q/k/v projections, SDPA with the 1/sqrt(d_head) scale, and out_proj (W_O) into the stream.
+
+    With `qk_norm`, queries and keys are RMS-normalised per head (one gain of size d_head each, shared
+    by the heads) before RoPE: the logits q·k/√d_h can then no longer grow with the weights' scale.
+    With `keep_qk` (telemetry, on its log steps only) the forward also leaves the q and k it gave SDPA
+    in `kept_qk`: SDPA saves them for backward anyway, so this costs no memory and no kernel change.
+    """
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
@@ -34,17 +40,36 @@ class CausalSelfAttention(nn.Module):
         self.k_proj = nn.Linear(d, d, bias=cfg.bias)
         self.v_proj = nn.Linear(d, d, bias=cfg.bias)
         self.out_proj = nn.Linear(d, d, bias=cfg.bias)
+        self.q_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
         self.resid_drop = nn.Dropout(cfg.dropout)
+        self.keep_qk = False
+        self.kept_qk: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def heads(self, proj: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, C) → (B, H, T, Dh) through one projection."""
+        B, T, _ = x.shape
+        return proj(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+
+    def queries_keys(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """q and k as SDPA sees them: QK-norm, then RoPE."""
+        q, k = self.heads(self.q_proj, x), self.heads(self.k_proj, x)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if rope is not None:
+            T = x.shape[1]
+            cos, sin = rope[0][:T].to(q.dtype), rope[1][:T].to(q.dtype)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        return q, k
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         B, T, C = x.shape
-        q, k, v = (
-            proj(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
-            for proj in (self.q_proj, self.k_proj, self.v_proj)
-        )
-        if rope is not None:
-            cos, sin = rope[0][:T].to(q.dtype), rope[1][:T].to(q.dtype)
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k = self.queries_keys(x, rope)
+        if self.keep_qk:
+            self.kept_qk = (q.detach(), k.detach())
+        v = self.heads(self.v_proj, x)
         y = F.scaled_dot_product_attention(
             q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
         )

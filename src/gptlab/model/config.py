@@ -52,6 +52,7 @@ class GPTConfig:
     rope_theta: float = 10000.0
     bias: bool = False
     dropout: float = 0.0
+    qk_norm: bool = False  # RMSNorm per head on queries and keys, before RoPE (OLMo-2; Dehghani et al.)
     init_std: Any = 0.02  # a number, or the string "1/sqrt(d)"
     depth_scaled_init: str = "global"
     init_from: str | None = None  # a local Hugging Face directory (Llama or GPT-2) to start from
@@ -94,6 +95,8 @@ class GPTConfig:
             or not (0.0 <= self.dropout < 1.0)
         ):
             raise ValueError(f"model.dropout={self.dropout!r} must be in [0, 1)")
+        if not isinstance(self.qk_norm, bool):
+            raise ValueError(f"model.qk_norm={self.qk_norm!r} is not accepted; give true or false")
         if isinstance(self.init_std, str):
             if self.init_std != INIT_STD_RULE:
                 raise ValueError(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -30,6 +33,10 @@ class GPT(nn.Module):
             cos, sin = rope_tables(cfg.head_dim, cfg.block_size, cfg.rope_theta)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
+        # Telemetry's reader of the residual stream, set on its log steps only: called with (i, x, rope)
+        # before block i and (n_layer, x, rope) after the last. It runs here, in the eager loop, not in a
+        # hook on a block: a compiled block would trace a hook and recompile for each new one.
+        self.tap: Callable[[int, torch.Tensor, Any], None] | None = None
         self.reset_parameters()
 
     def _tie(self) -> None:
@@ -60,8 +67,12 @@ class GPT(nn.Module):
             x = x + self.pos_emb(torch.arange(T, device=idx.device))
         x = self.drop(x)
         rope = (self.rope_cos, self.rope_sin) if self.cfg.pos_emb == "rope" else None
-        for block in self.blocks:
+        for i, block in enumerate(self.blocks):
+            if self.tap is not None:
+                self.tap(i, x, rope)
             x = block(x, rope)
+        if self.tap is not None:
+            self.tap(len(self.blocks), x, rope)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return self.lm_head(x)

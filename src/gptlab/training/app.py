@@ -211,9 +211,19 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
             LayerTelemetry(
                 every=every,
                 act_rms=t.act_rms,
+                attention=t.attention,
+                attention_every=t.attention_every,
                 figures=t.figures,
+                figures_every=t.figures_every,
                 run_dir=run_dir,
             )
+        )
+    if cfg.callbacks.spikes.enabled:  # after telemetry: a spike record reads what it logged
+        from gptlab.training.callbacks.spikes import SpikeWatch
+
+        s = cfg.callbacks.spikes
+        callbacks.append(
+            SpikeWatch(run_dir, s.threshold, s.ema_decay, s.warmup_steps, s.on_spike, s.max_records)
         )
     return callbacks
 

@@ -35,6 +35,10 @@ def check_resumable(checkpoint: Mapping[str, Any], module: torch.nn.Module, wher
         )
     saved = (checkpoint.get("hyper_parameters") or {}).get("model") or {}
     now = (getattr(module, "hparams", {}) or {}).get("model") or {}
+    # a field added after the checkpoint was written (e.g. qk_norm) counts at its default there
+    from gptlab.model.config import GPTConfig
+
+    saved = {**{k: v for k, v in GPTConfig().to_dict().items() if k in now}, **saved}
     differ = [
         f"model.{k}={saved.get(k)!r} in the checkpoint but {now.get(k)!r} now"
         for k in sorted(set(saved) | set(now))

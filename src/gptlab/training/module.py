@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from gptlab.config import OptimConfig
 from gptlab.model import GPT, GPTConfig
-from gptlab.training.callbacks.nonfinite import NonFiniteGuard, global_norm
+from gptlab.training.callbacks.nonfinite import NonFiniteGuard, drop_update, global_norm
 from gptlab.training.checkpoint_io import check_resumable
 from gptlab.training.optim import build_adamw, lr_factor
 from gptlab.training.validation import loss_sum_and_count, val_metrics
@@ -40,6 +40,13 @@ class GPTLightningModule(L.LightningModule):
         self.clip_coef: torch.Tensor | None = None  # the factor the last clipped step applied
         self._step_loss_sum: torch.Tensor | None = None  # this optimizer step's micro-batch losses
         self._step_lr = 0.0  # the LR of the step in progress
+        self.last_ce: torch.Tensor | None = None  # the last micro-batch's cross-entropy (no z-loss)
+        self.last_z: torch.Tensor | None = None  # and its mean log²Z, when optim.z_loss > 0
+        # telemetry sets want_logit_stats for one micro-batch of a log step; _loss then leaves
+        # [Σ logit, Σ logit², max logit, Σ log Z, logits, tokens] (float64, on the device) here
+        self.want_logit_stats = False
+        self.logit_stats: torch.Tensor | None = None
+        self.skip_update = False  # set by the spike callback (on_spike=skip): drop this step's update
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A checkpoint of another architecture fails here in one line, not in load_state_dict."""
@@ -56,14 +63,28 @@ class GPTLightningModule(L.LightningModule):
         return self.model(idx)
 
     def _loss(self, batch: torch.Tensor) -> torch.Tensor:
+        """The training objective: next-token cross-entropy, plus optim.z_loss · mean(log²Z) where
+        log Z = logsumexp of a position's logits (PaLM's z-loss: it keeps log Z near 0)."""
         x, y = batch[:, :-1], batch[:, 1:]
         logits = self.model(x)
-        return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
+        flat = logits.float().reshape(-1, logits.size(-1))
+        ce = F.cross_entropy(flat, y.reshape(-1))
+        self.last_ce = ce.detach()
+        coef = self.optim_cfg.z_loss
+        log_z = torch.logsumexp(flat, dim=-1) if coef > 0 or self.want_logit_stats else None
+        if self.want_logit_stats and log_z is not None:
+            self.logit_stats = logit_moments(flat.detach(), log_z.detach())
+        if coef > 0 and log_z is not None:
+            z = log_z.pow(2).mean()
+            self.last_z = z.detach()
+            return ce + coef * z
+        return ce
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         self._step_lr = float(self.optimizers().param_groups[0]["lr"])  # a Python float: no sync
-        loss = self._loss(batch)
-        self.last_loss = loss.detach()  # callbacks/progress.py reads it when the bar redraws
+        objective = self._loss(batch)
+        loss = self.last_ce if self.last_ce is not None else objective.detach()  # train/loss: CE only
+        self.last_loss = loss  # callbacks/progress.py reads it when the bar redraws
         # not prog_bar=True: Lightning turns progress-bar metrics into Python numbers after every
         # batch (a host-device sync per step). Only on steps the loggers write: each self.log costs
         # ~1 ms of Python (Lightning moves its result state on every call), the step's real work
@@ -77,7 +98,9 @@ class GPTLightningModule(L.LightningModule):
             if (batch_idx + 1) % accumulate == 0:
                 step_loss, self._step_loss_sum = self._step_loss_sum / accumulate, None
                 self.log("train/loss", self._global_loss(step_loss))
-        return loss
+                if self.last_z is not None:  # this micro-batch's: a log of the term, not an average
+                    self.log("train/z_loss", self._global_loss(self.last_z))
+        return objective
 
     def _logs_now(self) -> bool:
         """Whether this step's logged values reach the loggers (Lightning's own test, the one its
@@ -145,6 +168,12 @@ class GPTLightningModule(L.LightningModule):
         logs it on log steps.
         """
         params = [p for p in self.model.parameters() if p.grad is not None]
+        self._clip(optimizer, params)
+        if self.skip_update:  # the spike policy (callbacks/spikes.py): the non-finite guard's drop
+            self.skip_update = False
+            drop_update(optimizer, params, torch.ones((), dtype=torch.bool, device=self.device), also=True)
+
+    def _clip(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter]) -> None:
         if getattr(self.trainer.precision_plugin, "scaler", None) is not None:
             if self.optim_cfg.grad_clip <= 0:
                 return
@@ -156,3 +185,18 @@ class GPTLightningModule(L.LightningModule):
             # max_norm / (total + 1e-6) clamped to 1 (torch's formula, recomputed here only to log it)
             torch.nn.utils.clip_grads_with_norm_(params, self.optim_cfg.grad_clip, total, foreach=True)
             self.clip_coef = torch.clamp(self.optim_cfg.grad_clip / (total.detach() + 1e-6), max=1.0)
+
+
+def logit_moments(flat: torch.Tensor, log_z: torch.Tensor) -> torch.Tensor:
+    """[Σ x, Σ x², max x, Σ log Z, number of logits, number of positions] of (N, V) logits, float64
+    sums (a mean and std over ~10⁸ logits), on the device: telemetry reduces them over ranks."""
+    return torch.stack(
+        [
+            flat.sum(dtype=torch.float64),
+            flat.pow(2).sum(dtype=torch.float64),
+            flat.max().double(),
+            log_z.sum(dtype=torch.float64),
+            torch.tensor(float(flat.numel()), dtype=torch.float64, device=flat.device),
+            torch.tensor(float(log_z.numel()), dtype=torch.float64, device=flat.device),
+        ]
+    )

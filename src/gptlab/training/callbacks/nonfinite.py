@@ -32,7 +32,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from gptlab.training.callbacks.telemetry import group_names
+from gptlab.training.callbacks.groups import group_names, local
 
 log = logging.getLogger(__name__)
 POLICIES = ("stop", "skip")
@@ -49,10 +49,6 @@ def global_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     return total.full_tensor() if hasattr(total, "full_tensor") else total
 
 
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t
-
-
 class NonFiniteGuard:
     """Device-side record of non-finite steps, and the drop of such a step's optimizer update."""
 
@@ -63,6 +59,10 @@ class NonFiniteGuard:
         self.first_mask: torch.Tensor | None = None  # bool per parameter, of the first bad step
         self.last_step: torch.Tensor | None = None
         self.last_mask: torch.Tensor | None = None
+        # the last step's per-parameter local gradient norms (pre-clip), and that step: telemetry
+        # reads them on its log steps instead of norming the gradients a second time
+        self.per_param: torch.Tensor | None = None
+        self.per_param_step = -1
 
     def total_norm(
         self, named_params: Iterable[tuple[str, nn.Parameter]], optimizer: Any, step: int
@@ -73,8 +73,9 @@ class NonFiniteGuard:
         grads = [p.grad for _, p in params]
         if not grads:
             return torch.zeros(())
-        norms = torch._foreach_norm([_local(g) for g in grads], 2.0)
+        norms = torch._foreach_norm([local(g) for g in grads], 2.0)
         per_param = torch.stack([n.float() for n in norms])  # local shards under FSDP
+        self.per_param, self.per_param_step = per_param, step
         if any(hasattr(g, "full_tensor") for g in grads):  # FSDP2: the total must span the shards
             total = global_norm(grads)
         else:
@@ -104,13 +105,7 @@ class NonFiniteGuard:
 
     @staticmethod
     def _drop_if_bad(optimizer: Any, params: list[nn.Parameter], total: torch.Tensor) -> None:
-        bad = ~torch.isfinite(total)
-        opt = getattr(optimizer, "optimizer", optimizer)  # LightningOptimizer wraps the torch one
-        if getattr(opt, "defaults", {}).get("fused") and getattr(opt, "_step_supports_amp_scaling", False):
-            opt.found_inf = bad.float()  # read by the fused kernel after this closure returns
-        elif bool(bad):  # host read: free on CPU; one sync per step on a GPU without fused AdamW
-            for p in params:
-                p.grad = None
+        drop_update(optimizer, params, ~torch.isfinite(total))
 
     def seen(self) -> int:
         """Dropped updates so far (a host read)."""
@@ -133,6 +128,20 @@ class NonFiniteGuard:
             found = group_names(n)
             groups.append(found[-1] if found else n)
         return int(step_t.item()), list(dict.fromkeys(groups)), names
+
+
+def drop_update(optimizer: Any, params: list[nn.Parameter], bad: torch.Tensor, also: bool = False) -> None:
+    """Make the coming `optimizer.step` leave weights and state untouched if `bad` (a bool tensor) is
+    set. Fused AdamW reads `found_inf` (GradScaler's mechanism, no host sync): the guard sets it
+    afresh every step; `also=True` (the spike policy, later in the same step) only adds to it. Any
+    other optimizer skips the parameters whose `.grad` is None."""
+    opt = getattr(optimizer, "optimizer", optimizer)  # LightningOptimizer wraps the torch one
+    if getattr(opt, "defaults", {}).get("fused") and getattr(opt, "_step_supports_amp_scaling", False):
+        flag, before = bad.float(), getattr(opt, "found_inf", None)
+        opt.found_inf = torch.maximum(flag, before.to(flag)) if also and before is not None else flag
+    elif bool(bad):  # host read: free on CPU; one sync per step on a GPU without fused AdamW
+        for p in params:
+            p.grad = None
 
 
 def _listing(items: list[str], limit: int = 4) -> str:

@@ -78,6 +78,9 @@ class RunSummary(L.Callback):
             "train_curve": self.train_losses,
             "val_curve": self.val_losses,
         }
+        for c in trainer.callbacks:  # e.g. the spike watch's n_spikes, first_spike_step
+            if c is not self and hasattr(c, "summary_fields"):
+                result.update(c.summary_fields())
         result.update(self.extra)
         return result
 

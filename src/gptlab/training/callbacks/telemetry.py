@@ -1,15 +1,31 @@
-"""Layer-wise telemetry: per-group gradient, parameter and update norms, residual-stream RMS.
+"""Layer-wise telemetry on log steps: gradients, weights and updates, the residual stream, attention
+logits and entropy, and the output logits; nothing runs, and nothing syncs, on the other steps.
 
-On a log step only: one fused `_foreach_norm` over the local gradients (pre-clip, after AMP unscale),
-per-group sums of squares via one small matrix product, and one all-reduce of everything packed in a
-single vector. Under FSDP2 the local gradients are shards (sum their squares across ranks); under DDP
-they are replicas (count them once). Activation statistics are means over each rank's micro-batch,
-averaged across ranks. Nothing runs, and nothing syncs, on the other steps.
+Optimizer side (after the step): per-group gradient norms (pre-clip, after AMP unscale) come from the
+non-finite guard, which norms every parameter's gradient each step anyway (callbacks/nonfinite.py);
+parameter and update norms from one fused `_foreach_norm` each; per-group sums of squares via one
+small matrix product. `update_ratio/block_XX` = ‖ΔW‖/‖W‖ of the step actually taken (after clipping)
+= update RMS / weight RMS; `update_rms/block_XX` = ‖ΔW‖/√n.
+
+Forward side (the log step's first micro-batch): `GPT.tap`, called in the model's eager block loop,
+reads the stream between blocks. It is set for that forward only and runs outside the compiled
+blocks, so `compile=true` never traces it (a hook on a compiled block is traced, and a new one each
+log step recompiled it). It takes act_rms, and the q and k each attention has just given SDPA
+(`keep_qk`: a flag on the module, so a compiled block has exactly one more graph, built on the first
+log step): from them the pre-softmax logits q·k/√d_h, their max over every causal pair and the mean
+entropy of each query's attention distribution. SDPA's kernel is the same on every step. The module
+leaves the output logits' moments (`logits/*`) for the same micro-batch.
+
+Reductions (one SUM and one MAX all-reduce, one host read): under FSDP2 the local gradients and
+weights are shards (sum their squares); under DDP replicas (count once). act_rms is the mean over
+ranks of each rank's mean square; entropy and logit means are token-weighted (Σ over ranks / Σ
+counts); attention and logit maxima are MAX-reduced.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -19,32 +35,46 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from gptlab.training.callbacks.groups import group_names, local
+
 log = logging.getLogger(__name__)
-_BLOCK = re.compile(r"^blocks\.(\d+)\.(attn|attn_norm|attn_out_norm|ffn|ffn_norm|ffn_out_norm)\.")
+# the logged key families: one wandb section each, every one plotted against the optimizer step
+PREFIXES = (
+    "grad_norm",
+    "param_norm",
+    "update_ratio",
+    "update_rms",
+    "act_rms",
+    "attn_logit_max",
+    "attn_entropy",
+    "logits",
+    "telemetry",
+)
+SCORES_PER_CHUNK = 1 << 24  # attention scores materialised at once (64 MiB of float32)
+
+__all__ = ["LayerTelemetry", "attention_stats", "group_names"]
 
 
-def group_names(param_name: str) -> list[str]:
-    """The telemetry groups a parameter belongs to, named as in DESIGN.md."""
-    if param_name.startswith(("tok_emb.", "pos_emb.")):
-        return ["embed"]
-    if param_name.startswith("final_norm."):
-        return ["final_norm"]
-    if param_name.startswith("lm_head."):
-        return ["head"]
-    m = _BLOCK.match(param_name)
-    if m is None:
-        return []
-    block = f"block_{int(m.group(1)):02d}"
-    part = "attn" if m.group(2).startswith("attn") else "ffn"
-    return [block, f"{block}/{part}"]
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t
+def attention_stats(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(max logit, Σ entropy over query rows, number of rows) of causal attention with (B, H, T, Dh)
+    queries and keys: logits q·k/√Dh over the pairs key ≤ query, entropy -Σ p log p of each row's
+    softmax (hidden pairs have p = 0, and entr(0) = 0). One score tensor per chunk of sequences."""
+    B, H, T, D = q.shape
+    hidden = ~torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    top = torch.full((), -math.inf, device=q.device)
+    ent = torch.zeros((), dtype=torch.float64, device=q.device)
+    step = max(1, SCORES_PER_CHUNK // (H * T * T))
+    for b in range(0, B, step):
+        s = (q[b : b + step].float() * D**-0.5) @ k[b : b + step].float().transpose(-1, -2)
+        s.masked_fill_(hidden, -math.inf)
+        top = torch.maximum(top, s.amax())
+        ent += torch.special.entr(torch.softmax(s, dim=-1)).sum(dtype=torch.float64)
+    return top, ent, B * H * T
 
 
 class LayerTelemetry(L.Callback):
-    """grad_norm/*, param_norm/*, update_ratio/block_XX, act_rms/* every `every` optimizer steps."""
+    """grad_norm/*, param_norm/*, update_ratio/*, update_rms/*, act_rms/*, attn_logit_max/*,
+    attn_entropy/*, logits/* every `every` optimizer steps (and on steps `force` names)."""
 
     def __init__(
         self,
@@ -52,38 +82,64 @@ class LayerTelemetry(L.Callback):
         act_rms: bool = True,
         figures: bool = True,
         run_dir: str | Path | None = None,
+        attention: bool = True,
+        figures_every: int = 50,
+        attention_every: int = 1,
     ) -> None:
         self.every = max(1, every)
         self.act_rms = act_rms
+        self.attention = attention
+        # the attention family costs an unfused attention pass (its T×T scores): taken on every
+        # `attention_every`-th log step (the first one included) and on every forced step
+        self.attention_every = max(1, attention_every)
         self.figures = figures
+        self.figures_every = max(1, figures_every)  # in log steps
         self.run_dir = Path(run_dir) if run_dir else None
         self.history: list[tuple[int, dict[str, float]]] = []
         self.max_grad_norm: float | None = None
         self.last_nonfinite_groups: list[str] = []
-        self._hooks: list[Any] = []
-        self._acts: dict[str, torch.Tensor] = {}
+        self.forced: set[int] = set()  # optimizer-step indices to log whatever the cadence
+        self._ready = False
+        self._fwd: dict[str, torch.Tensor] = {}  # forward-side sums of the log step
         self._grad_sq: torch.Tensor | None = None
         self._before: list[torch.Tensor] | None = None
+        self._pending = False
 
     # ---- set-up: which parameter goes to which group ------------------------------------------
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._ready = False
+        if trainer.global_rank == 0:
+            self._define_wandb_metrics(trainer)
+
+    @staticmethod
+    def _define_wandb_metrics(trainer: L.Trainer) -> None:
+        """Each key family plotted against the optimizer step (Lightning logs it as
+        trainer/global_step); wandb groups panels by the prefix before the first '/'."""
+        for logger in trainer.loggers:
+            if type(logger).__name__ != "WandbLogger":
+                continue
+            define = getattr(logger.experiment, "define_metric", None)
+            if define is None:
+                continue
+            define("trainer/global_step")
+            for prefix in PREFIXES:
+                define(f"{prefix}/*", step_metric="trainer/global_step")
 
     def _build_index(self, pl_module: L.LightningModule) -> None:
         model = pl_module.model
         self.params: list[nn.Parameter] = []
-        names: list[str] = []
+        self.names: list[str] = []
         for name, p in model.named_parameters():  # a tied matrix appears once, as tok_emb
             self.params.append(p)
-            names.append(name)
+            self.names.append(name)
         groups = ["total", "embed"]
         groups += [f"block_{i:02d}{s}" for i in range(len(model.blocks)) for s in ("", "/attn", "/ffn")]
         groups += ["final_norm"] if model.final_norm is not None else []
         groups += ["head"] if not model.cfg.tie_embeddings else []
         self.groups = groups
         index = {g: k for k, g in enumerate(groups)}
-        member = torch.zeros(len(groups), len(names))
-        for j, name in enumerate(names):
+        member = torch.zeros(len(groups), len(self.names))
+        for j, name in enumerate(self.names):
             member[index["total"], j] = 1.0
             for g in group_names(name):
                 member[index[g], j] = 1.0
@@ -91,118 +147,260 @@ class LayerTelemetry(L.Callback):
         self.block_rows = [index[b] for b in self.blocks]
         self.sharded = any(hasattr(p, "to_local") for p in self.params)
         self.member = member.to(pl_module.device)
+        numel = torch.tensor([float(local(p).numel()) for p in self.params], dtype=torch.float64)
+        self.numel = (member.double() @ numel).to(pl_module.device)  # local elements per group
+        self._guard_cols: tuple[list[str], torch.Tensor] | None = None
         self._ready = True
+
+    def force(self, step: int) -> None:
+        """Log optimizer step `step` (0-based, as logged) whatever the cadence: the spike callback."""
+        self.forced.add(step)
 
     def _is_log_step(self, trainer: L.Trainer) -> bool:
         # global_step counts finished optimizer steps; this matches Lightning's own log cadence
-        return (trainer.global_step + 1) % self.every == 0
+        step = trainer.global_step
+        return (step + 1) % self.every == 0 or step in self.forced
 
     def _group_sq(self, tensors: list[torch.Tensor]) -> torch.Tensor:
-        norms = torch._foreach_norm([_local(t).detach() for t in tensors], 2)
+        norms = torch._foreach_norm([local(t).detach() for t in tensors], 2)
         sq = torch.stack([n.float() for n in norms]).pow(2).to(self.member.device)
         return self.member @ sq
 
-    # ---- activations: hooks live only during the forward of a log step ------------------------
+    # ---- forward side: the tap lives only during the forward of a log step ---------------------
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
         if not self._ready:
             self._build_index(pl_module)
-        if not (self.act_rms and self._is_log_step(trainer)) or self._hooks:
-            return
-        if batch_idx % trainer.accumulate_grad_batches != 0:
+        if not self._is_log_step(trainer) or batch_idx % trainer.accumulate_grad_batches != 0:
             return  # the first micro-batch of the step stands for the step
-        blocks = pl_module.model.blocks
+        due = trainer.global_step in self.forced or len(self.history) % self.attention_every == 0
+        self.arm(pl_module, attention=self.attention and due)
 
-        def save(name: str):
-            def hook(module: nn.Module, args: Any, output: Any = None) -> None:
-                x = output if output is not None else args[0]
-                self._acts[name] = x.detach().float().pow(2).mean()
+    def arm(self, pl_module: Any, attention: bool | None = None) -> None:
+        """Collect the forward-side statistics of the next forward of `pl_module` (the attention
+        family too unless `attention` is False; by default as configured)."""
+        attention = self.attention if attention is None else attention
+        self._fwd = {}
+        self._model = pl_module.model
+        if self.act_rms or attention:
+            pl_module.model.tap = self.on_stream  # read from the instance: a timer may wrap it
+        for block in pl_module.model.blocks:
+            block.attn.keep_qk = attention
+        pl_module.want_logit_stats = True
 
-            return hook
+    def disarm(self, pl_module: Any) -> None:
+        pl_module.model.tap = None
+        for block in pl_module.model.blocks:
+            block.attn.keep_qk, block.attn.kept_qk = False, None
+        pl_module.want_logit_stats = False
+        stats = getattr(pl_module, "logit_stats", None)
+        if stats is not None:
+            self._fwd["logits"] = stats
+            pl_module.logit_stats = None
 
-        self._hooks.append(blocks[0].register_forward_pre_hook(save("embed")))
-        for i, block in enumerate(blocks):
-            self._hooks.append(block.register_forward_hook(save(f"block_{i:02d}")))
+    @torch.no_grad()
+    def on_stream(self, i: int, x: torch.Tensor, rope: Any) -> None:
+        """GPT.tap on a log step: the stream x before block i (i = n_layer: after the last), when
+        block i-1's attention has just left its q and k. Named like a hook so that scripts/bench.py's
+        hook clock, which times every on_* method, counts it."""
+        if self.act_rms:
+            self._fwd[f"act/{i}"] = x.detach().float().pow(2).mean()
+        if i == 0:
+            return
+        attn = self._model.blocks[i - 1].attn
+        if attn.kept_qk is None:
+            return
+        q, k = attn.kept_qk
+        attn.kept_qk = None
+        top, ent, rows = attention_stats(q, k)
+        self._fwd[f"attn/{i - 1}"] = torch.stack([top.double(), ent, ent.new_tensor(float(rows))])
 
     def on_before_backward(self, trainer: L.Trainer, pl_module: Any, loss: torch.Tensor) -> None:
-        for h in self._hooks:
-            h.remove()
-        self._hooks.clear()
+        if pl_module.want_logit_stats:
+            self.disarm(pl_module)
 
-    # ---- gradients: pre-clip, after unscale -----------------------------------------------------
+    # ---- optimizer side: pre-clip gradients, then the update taken ------------------------------
     def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: Any, optimizer: Any) -> None:
         if not self._is_log_step(trainer):
             return
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        self._grad_sq = self._group_sq(grads)
-        self._before = [_local(p).detach().clone() for p in self.params]
+        if getattr(trainer.precision_plugin, "scaler", None) is not None:  # fp16: no guard runs
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+            self._grad_sq = self._group_sq(grads)
+        self._before = [local(p).detach().clone() for p in self.params]
+        self._pending = True
+
+    def _guard_grad_sq(self, pl_module: Any, step: int) -> torch.Tensor | None:
+        """Per-group squared gradient norms from the guard's per-parameter norms of `step`."""
+        guard = getattr(pl_module, "nonfinite", None)
+        if guard is None or guard.per_param is None or guard.per_param_step != step:
+            return None
+        if self._guard_cols is None or self._guard_cols[0] != guard.names:
+            where = {n: j for j, n in enumerate(guard.names)}
+            cols = torch.tensor([where.get(n, -1) for n in self.names], device=guard.per_param.device)
+            self._guard_cols = (list(guard.names), cols)
+        cols = self._guard_cols[1]
+        norms = torch.cat([guard.per_param, guard.per_param.new_zeros(1)])  # -1: no gradient, 0
+        return self.member @ norms[cols].pow(2).to(self.member.device)
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
     ) -> None:
-        if self._grad_sq is None or self._before is None:
+        if not self._pending or self._before is None:
             return
         step = trainer.global_step - 1  # the index of the step just taken, as Lightning logs it
+        grad_sq = self._grad_sq if self._grad_sq is not None else self._guard_grad_sq(pl_module, step)
+        if grad_sq is None:  # no guard norms (a custom module): norm the gradients here
+            grad_sq = self._group_sq(
+                [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+            )
         with torch.no_grad():
-            now = [_local(p).detach() for p in self.params]
+            now = [local(p).detach() for p in self.params]
             param_sq = self._group_sq(now)
-            delta_sq = self._group_sq(torch._foreach_sub(now, self._before))
+            torch._foreach_sub_(self._before, now)  # in place: no second copy of the weights
+            delta_sq = self._group_sq(self._before)
+        metrics = self._reduce(trainer, pl_module, grad_sq, param_sq, delta_sq)
+        self._grad_sq, self._before, self._pending = None, None, False
+        self._fwd = {}
+        self.forced.discard(step)
+        self.history.append((step, metrics))
+        if trainer.global_rank == 0:
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=step)
+            if self.figures and self.run_dir and len(self.history) % self.figures_every == 0:
+                self.draw(trainer)
+
+    def _reduce(
+        self,
+        trainer: L.Trainer,
+        pl_module: Any,
+        grad_sq: torch.Tensor,
+        param_sq: torch.Tensor,
+        delta_sq: torch.Tensor,
+    ) -> dict[str, float]:
+        """Pack, all-reduce (one SUM, one MAX), read once, name."""
         world = trainer.world_size
+        dev = grad_sq.device
         replicated = 1.0 if self.sharded else 1.0 / world  # DDP replicas: count once in the SUM
-        act_keys = sorted(self._acts)
-        acts = torch.stack([self._acts[k] for k in act_keys]) if act_keys else self._grad_sq.new_zeros(0)
-        packed = torch.cat(
-            [
-                self._grad_sq * replicated,
-                param_sq * replicated,
-                delta_sq * replicated,
-                acts.to(self._grad_sq.device) / world,
-            ]
-        )
+        n_points = len(self.blocks) + 1
+        acts = [self._fwd.get(f"act/{j}") for j in range(n_points)]
+        has_act = all(a is not None for a in acts)
+        attn = [self._fwd.get(f"attn/{j}") for j in range(len(self.blocks))]
+        has_attn = all(a is not None for a in attn)
+        logits = self._fwd.get("logits")
+        sums = [
+            grad_sq.double() * replicated,
+            param_sq.double() * replicated,
+            delta_sq.double() * replicated,
+            self.numel * replicated,
+        ]
+        maxes = []
+        if has_act:
+            sums.append(torch.stack([a.to(dev).double() for a in acts if a is not None]) / world)
+        if has_attn:
+            stacked = torch.stack([a.to(dev) for a in attn if a is not None])  # (L, [max, Σent, rows])
+            sums.append(stacked[:, 1:].reshape(-1))
+            maxes.append(stacked[:, 0])
+        if logits is not None:
+            logits = logits.to(dev)
+            sums.append(logits[[0, 1, 3, 4, 5]])
+            maxes.append(logits[2:3])
+        packed = torch.cat(sums)
+        top = torch.cat(maxes) if maxes else packed.new_zeros(0)
         if world > 1 and dist.is_available() and dist.is_initialized():
             dist.all_reduce(packed, op=dist.ReduceOp.SUM)
-        roots = packed.sqrt()
+            if top.numel():
+                dist.all_reduce(top, op=dist.ReduceOp.MAX)
+        tail = [top]
         coef = getattr(pl_module, "clip_coef", None)  # the factor clipping applied (same on every rank)
         if coef is not None:  # set by the module only when optim.grad_clip > 0
-            roots = torch.cat([roots, coef.detach().reshape(1).to(roots)])
-        values = roots.tolist()  # the one host sync, on log steps only
-        n = len(self.groups)
-        grad, param, delta = values[:n], values[n : 2 * n], values[2 * n : 3 * n]
-        act, applied = values[3 * n : 3 * n + len(act_keys)], values[3 * n + len(act_keys) :]
+            tail.append(coef.detach().reshape(1).to(packed))
+        values = torch.cat([packed, *tail]).tolist()  # the one host sync, on log steps only
+        n, nb = len(self.groups), len(self.blocks)
+        grad = [math.sqrt(v) for v in values[:n]]
+        param = [math.sqrt(v) for v in values[n : 2 * n]]
+        delta = [math.sqrt(v) for v in values[2 * n : 3 * n]]
+        numel = values[3 * n : 4 * n]
+        at = 4 * n
         metrics: dict[str, float] = {f"grad_norm/{g}": v for g, v in zip(self.groups, grad, strict=True)}
         for g, v in zip(self.groups, param, strict=True):
             if g == "total" or "/" not in g:
                 metrics[f"param_norm/{g}"] = v
         for row, block in zip(self.block_rows, self.blocks, strict=True):
             metrics[f"update_ratio/{block}"] = delta[row] / max(param[row], 1e-12)
-        metrics.update({f"act_rms/{k}": v for k, v in zip(act_keys, act, strict=True)})
+            metrics[f"update_rms/{block}"] = delta[row] / math.sqrt(max(numel[row], 1.0))
+        if has_act:
+            names = ["embed", *self.blocks]
+            metrics.update(
+                {f"act_rms/{k}": math.sqrt(v) for k, v in zip(names, values[at : at + n_points], strict=True)}
+            )
+            at += n_points
+        if has_attn:
+            pairs = values[at : at + 2 * nb]
+            for j, block in enumerate(self.blocks):
+                metrics[f"attn_entropy/{block}"] = pairs[2 * j] / max(pairs[2 * j + 1], 1.0)
+            at += 2 * nb
+        if logits is not None:
+            s, s2, sz, count, positions = values[at : at + 5]
+            mean = s / count
+            metrics["logits/mean"] = mean
+            metrics["logits/std"] = math.sqrt(max(s2 / count - mean * mean, 0.0))
+            metrics["logits/log_z_mean"] = sz / positions
+            at += 5
+        at_max = len(packed)
+        if has_attn:
+            for j, block in enumerate(self.blocks):
+                metrics[f"attn_logit_max/{block}"] = values[at_max + j]
+            at_max += nb
+        if logits is not None:
+            metrics["logits/max"] = values[at_max]
+            at_max += 1
+        if coef is not None:  # the clipping factor the module applied, not recomputed here
+            metrics["grad_norm/clip_coef"] = values[at_max]
         total = metrics["grad_norm/total"]
-        if applied:  # the clipping factor the module applied, not recomputed here
-            metrics["grad_norm/clip_coef"] = applied[0]
         self.last_nonfinite_groups = [
-            g for g, v in zip(self.groups, grad, strict=True) if v != v or v in (float("inf"),)
+            g for g, v in zip(self.groups, grad, strict=True) if not math.isfinite(v)
         ]
         if total == total:
             self.max_grad_norm = max(self.max_grad_norm or 0.0, total)
-        self._grad_sq, self._before = None, None
-        self._acts.clear()
-        self.history.append((step, metrics))
-        if trainer.global_rank == 0:
-            for logger in trainer.loggers:
-                logger.log_metrics(metrics, step=step)
+        return metrics
 
-    # ---- pictures at the end ---------------------------------------------------------------------
-    def on_fit_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        if not (self.figures and self.history and self.run_dir and trainer.global_rank == 0):
+    # ---- pictures: during the run (every `figures_every` log steps) and at the end ---------------
+    def matrix(self, prefix: str) -> tuple[list[list[float]], list[int]]:
+        """(block × log step values of `prefix`/block_XX, the steps)."""
+        steps = [s for s, m in self.history if f"{prefix}/{self.blocks[0]}" in m]
+        rows = [[m[f"{prefix}/{b}"] for _, m in self.history if f"{prefix}/{b}" in m] for b in self.blocks]
+        return rows, steps
+
+    def draw(self, trainer: L.Trainer) -> None:
+        """Grad-norm and attention-logit heat maps and the grad-norm depth profile: PNGs in
+        <run>/figures (overwritten) and, under wandb, logged again so a running job shows them."""
+        if not (self.history and self.run_dir):
             return
         from gptlab.analysis.figures import depth_profile, grad_heatmap
 
         out = self.run_dir / "figures"
         out.mkdir(parents=True, exist_ok=True)
-        steps = [s for s, _ in self.history]
-        matrix = [[m.get(f"grad_norm/{b}", float("nan")) for _, m in self.history] for b in self.blocks]
-        heat = grad_heatmap(matrix, steps, out / "grad_norm_heatmap.png")
-        prof = depth_profile(matrix, steps, out / "grad_norm_depth_profile.png")
+        images: dict[str, Path] = {}
+        grad, steps = self.matrix("grad_norm")
+        if steps:
+            images["grad_norm_heatmap"] = grad_heatmap(grad, steps, out / "grad_norm_heatmap.png")
+            images["grad_norm_depth_profile"] = depth_profile(
+                grad, steps, out / "grad_norm_depth_profile.png"
+            )
+        logit, steps = self.matrix("attn_logit_max")
+        if steps:
+            images["attn_logit_max_heatmap"] = grad_heatmap(
+                logit,
+                steps,
+                out / "attn_logit_max_heatmap.png",
+                title="max attention logit q·k/√d_h",
+                label="max logit",
+            )
+        step = self.history[-1][0]
         for logger in trainer.loggers:
             if type(logger).__name__ == "WandbLogger":
-                logger.log_image(key="telemetry/grad_norm_heatmap", images=[str(heat)])
-                logger.log_image(key="telemetry/grad_norm_depth_profile", images=[str(prof)])
+                for key, path in images.items():
+                    logger.log_image(key=f"telemetry/{key}", images=[str(path)], step=step)
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        if self.figures and self.history and self.run_dir and trainer.global_rank == 0:
+            self.draw(trainer)

@@ -1,0 +1,292 @@
+"""Loss-spike forensics: catch a step whose loss jumps above its running average, and keep the evidence.
+
+The training loss (cross-entropy, the global mean under DDP/FSDP) is watched against an exponential
+moving average (decay `ema_decay`, ~1/(1-decay) steps) and a noise level σ, the exponentially weighted
+RMS of its step-to-step differences over √2 (a σ of the loss itself would count the early fall of
+the loss as noise). After `warmup_steps`, a step whose loss exceeds EMA + `threshold`·σ is a spike.
+A spike does not move the EMA or σ (it would hide the next one). On a spike at step N:
+
+- LayerTelemetry logs steps N and N+1 whatever its cadence (`force`); step N's forward-side numbers
+  (act_rms, attention logits, output logits) come from a second forward of step N's last micro-batch,
+  with the same weights and RNG state (not under FSDP: there, from step N+1 only);
+- `spikes/step_<N>.json` gets the loss, EMA, σ, the per-block telemetry of N and N+1, the blocks whose
+  gradient norm jumped most, and the windows of the step's global batch (in stream order), with what
+  reads them back (`token_file`, `dtype`, `block_size`)::
+
+      python -c "import json,numpy as np; r=json.load(open('spikes/step_120.json')); d=r['data']; \\
+      t=np.memmap(d['token_file'],dtype=d['dtype'],mode='r'); b=d['block_size']; \\
+      print(np.stack([t[w*b:w*b+b+1] for w in r['windows']]))"
+
+- `on_spike=skip` also drops the step's update (the non-finite guard's mechanism: `found_inf` for
+  fused AdamW, `.grad = None` otherwise); `record` (the default) only records.
+
+metrics.json gets `n_spikes`, `spike_steps`, `first_spike_step` and `first_spike_blocks`
+(RunSummary reads `summary_fields`). No host sync: on a CPU the loss is read every step (free there);
+on a GPU it is copied to pinned memory asynchronously and judged one step late, so there a record's
+telemetry (`telemetry_steps`) is of steps N+1 and N+2 and `skip` drops step N+1's update (the GPU
+path is not exercised by the tests: no GPU here). Under DDP/FSDP one scalar all-reduce per step;
+`callbacks.spikes.enabled=false` removes it all.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+log = logging.getLogger(__name__)
+SPIKE_POLICIES = ("record", "skip")
+
+
+class SpikeWatch(L.Callback):
+    """Detects loss spikes against an EMA; records them (and, with on_spike=skip, drops the update)."""
+
+    def __init__(
+        self,
+        run_dir: str | Path | None,
+        threshold: float = 6.0,
+        ema_decay: float = 0.95,
+        warmup_steps: int = 50,
+        on_spike: str = "record",
+        max_records: int = 20,
+    ) -> None:
+        if on_spike not in SPIKE_POLICIES:
+            raise ValueError(
+                f"callbacks.spikes.on_spike={on_spike!r} is not accepted; choose one of "
+                f"{', '.join(SPIKE_POLICIES)}"
+            )
+        self.dir = Path(run_dir) / "spikes" if run_dir else None
+        self.threshold, self.decay, self.warmup = threshold, ema_decay, warmup_steps
+        self.on_spike, self.max_records = on_spike, max_records
+        self.ema: float | None = None
+        self.var = 0.0
+        self.last = 0.0  # the previous non-spike step's loss
+        self.seen = 0  # steps folded into the EMA
+        self.spikes: list[dict[str, Any]] = []  # every spike (the first max_records get a file)
+        self._pending: list[dict[str, Any]] = []  # records waiting for step N+1's telemetry
+        self._loss_sum: torch.Tensor | None = None
+        self._batch: Any = None
+        self._batch_idx = 0
+        self._inflight: tuple[int, torch.Tensor, Any] | None = None  # GPU: the loss on its way
+
+    def state_dict(self) -> dict[str, Any]:
+        """The EMA state, so a resumed run keeps watching from where it was."""
+        return {"ema": self.ema, "var": self.var, "last": self.last, "seen": self.seen}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.ema, self.var = state_dict.get("ema"), float(state_dict.get("var", 0.0))
+        self.seen, self.last = int(state_dict.get("seen", 0)), float(state_dict.get("last", 0.0))
+
+    @staticmethod
+    def _telemetry(trainer: L.Trainer) -> Any:
+        from gptlab.training.callbacks.telemetry import LayerTelemetry
+
+        return next((c for c in trainer.callbacks if isinstance(c, LayerTelemetry)), None)
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self._batch, self._batch_idx = batch, batch_idx
+
+    def on_before_backward(self, trainer: L.Trainer, pl_module: Any, loss: torch.Tensor) -> None:
+        ce = pl_module.last_loss
+        if ce is None:
+            return
+        self._loss_sum = ce.detach() if self._loss_sum is None else self._loss_sum + ce.detach()
+        accumulate = trainer.accumulate_grad_batches
+        if (self._batch_idx + 1) % accumulate != 0:
+            return
+        step_loss, self._loss_sum = self._loss_sum / accumulate, None
+        if trainer.world_size > 1:  # every rank must agree on a spike: telemetry's reductions follow
+            step_loss = trainer.strategy.reduce(step_loss.clone(), reduce_op="mean")
+        got = self._read(step_loss, trainer.global_step)
+        if got is None:
+            return
+        step, value = got
+        if not math.isfinite(value):
+            return  # the non-finite guard's business
+        if self.ema is not None and self.seen >= self.warmup:
+            sigma = math.sqrt(self.var)
+            if sigma > 0 and value > self.ema + self.threshold * sigma:
+                self._spike(trainer, pl_module, step, value, sigma)
+                return
+        if self.ema is None:
+            self.ema = value
+        else:
+            # σ from one-step differences (var(Δ)/2 for independent noise): the fast early fall of
+            # the loss is a trend, and a trend barely enters its differences
+            diff = value - self.last
+            self.var = self.decay * self.var + (1 - self.decay) * diff * diff / 2
+            self.ema += (1 - self.decay) * (value - self.ema)
+        self.last = value
+        self.seen += 1
+
+    def _read(self, loss: torch.Tensor, step: int) -> tuple[int, float] | None:
+        """(step, loss) to judge now. On a CPU this step's (a host read costs nothing there). On a
+        GPU the loss is copied to pinned memory without waiting, and the previous step's copy is
+        read once its event has completed: no host sync, one step late."""
+        if loss.device.type != "cuda":
+            return step, float(loss)
+        earlier, self._inflight = self._inflight, None
+        buf = torch.empty((), dtype=loss.dtype, pin_memory=True)
+        buf.copy_(loss.detach(), non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        self._inflight = (step, buf, done)
+        if earlier is None or not earlier[2].query():
+            return None
+        return earlier[0], float(earlier[1])
+
+    def _spike(self, trainer: L.Trainer, pl_module: Any, step: int, value: float, sigma: float) -> None:
+        assert self.ema is not None
+        now = trainer.global_step  # == step on a CPU; step + 1 on a GPU (the loss is read late)
+        record: dict[str, Any] = {
+            "step": step,
+            "telemetry_steps": [now, now + 1],
+            "loss": value,
+            "ema": self.ema,
+            "sigma": sigma,
+            "z": (value - self.ema) / sigma,
+            "threshold": self.threshold,
+            "on_spike": self.on_spike,
+            "update_dropped": self.on_spike == "skip",
+            "update_dropped_step": now if self.on_spike == "skip" else None,
+            **self._windows(trainer, step),
+        }
+        self.spikes.append(record)
+        if self.on_spike == "skip":
+            pl_module.skip_update = True
+        if trainer.is_global_zero:
+            log.warning(
+                "loss spike at step %d: %.4g vs EMA %.4g (%.1fσ > %.1fσ)%s",
+                step,
+                value,
+                self.ema,
+                record["z"],
+                self.threshold,
+                "; update dropped (callbacks.spikes.on_spike=skip)" if self.on_spike == "skip" else "",
+            )
+        telemetry = self._telemetry(trainer)
+        if telemetry is None or len(self.spikes) > self.max_records:
+            if len(self.spikes) <= self.max_records:
+                self._write(record)
+            return
+        already = (now + 1) % telemetry.every == 0 or now in telemetry.forced
+        telemetry.force(now)
+        telemetry.force(now + 1)
+        if not already and not any(hasattr(b, "unshard") for b in pl_module.model.blocks):
+            self._forward_again(telemetry, pl_module)
+        self._pending.append(record)
+
+    def _forward_again(self, telemetry: Any, pl_module: Any) -> None:
+        """Step N's forward-side telemetry: the same micro-batch, weights and RNG draws once more
+        (with gradients on, as in training, so compiled blocks reuse their graph; nothing is kept)."""
+        kept = (pl_module.last_ce, pl_module.last_z)
+        devices = [pl_module.device] if pl_module.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            telemetry.arm(pl_module)
+            try:
+                pl_module._loss(self._batch)
+            finally:
+                telemetry.disarm(pl_module)
+        pl_module.last_ce, pl_module.last_z = kept
+
+    @staticmethod
+    def _windows(trainer: L.Trainer, step: int) -> dict[str, Any]:
+        """The global batch of `step` as window indices of the train split, in stream order."""
+        loader = getattr(trainer, "train_dataloader", None)
+        sampler = getattr(loader, "batch_sampler", None)
+        dataset = getattr(loader, "dataset", None)
+        if not hasattr(sampler, "window_at") or not hasattr(dataset, "path"):
+            return {"windows": None, "data": None}
+        reader = copy.copy(sampler)  # its own permutation cache: the live iterator keeps its own
+        size = sampler.global_batch * trainer.accumulate_grad_batches
+        start = step * size
+        return {
+            "windows": [reader.window_at(g) for g in range(start, start + size)],
+            "stream_start": start,
+            "data": {
+                "token_file": str(dataset.path),
+                "dtype": str(dataset.dtype),
+                "block_size": dataset.block_size,
+                "layout": "position stream_start+i is row i; under W ranks, rank (i % W) read it",
+            },
+        }
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
+        done = trainer.global_step - 1  # the step just taken
+        for record in [r for r in self._pending if r["telemetry_steps"][-1] <= done]:
+            self._complete(trainer, record)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        for record in list(self._pending):
+            self._complete(trainer, record)
+
+    def _complete(self, trainer: L.Trainer, record: dict[str, Any]) -> None:
+        self._pending.remove(record)
+        telemetry = self._telemetry(trainer)
+        history = dict(telemetry.history) if telemetry is not None else {}
+        steps = record["telemetry_steps"]
+        record["telemetry"] = {str(s): history[s] for s in steps if s in history}
+        record["blocks"] = self._blocks(telemetry, steps[0])
+        self._write(record)
+
+    @staticmethod
+    def _blocks(telemetry: Any, step: int, top: int = 3) -> list[dict[str, Any]]:
+        """The blocks whose gradient norm at the spike rose most over their last logged value
+        before it (the largest norms when nothing was logged before)."""
+        if telemetry is None:
+            return []
+        history = dict(telemetry.history)
+        at = history.get(step)
+        if at is None:
+            return []
+        earlier = [m for s, m in telemetry.history if s < step]
+        rows = []
+        for b in telemetry.blocks:
+            now = at.get(f"grad_norm/{b}", float("nan"))
+            before = earlier[-1].get(f"grad_norm/{b}") if earlier else None
+            ratio = now / before if before else None
+            rows.append(
+                {
+                    "block": b,
+                    "grad_norm": now,
+                    "grad_norm_ratio": ratio,
+                    "attn_logit_max": at.get(f"attn_logit_max/{b}"),
+                    "update_ratio": at.get(f"update_ratio/{b}"),
+                }
+            )
+
+        def key(r: dict[str, Any]) -> float:
+            v = r["grad_norm_ratio"] if r["grad_norm_ratio"] is not None else r["grad_norm"]
+            return v if v == v else -math.inf
+
+        return sorted(rows, key=key, reverse=True)[:top]
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.dir is None or not _rank_zero():
+            return
+        from gptlab.training.callbacks.summary import write_json_atomic
+
+        write_json_atomic(self.dir / f"step_{record['step']}.json", record)
+
+    def summary_fields(self) -> dict[str, Any]:
+        """What metrics.json records (the report marks `spike_steps` on the loss curve)."""
+        first = self.spikes[0] if self.spikes else None
+        return {
+            "n_spikes": len(self.spikes),
+            "spike_steps": [r["step"] for r in self.spikes],
+            "first_spike_step": first["step"] if first else None,
+            "first_spike_blocks": [b["block"] for b in first.get("blocks", [])] if first else [],
+        }
+
+
+def _rank_zero() -> bool:
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    return getattr(rank_zero_only, "rank", 0) == 0

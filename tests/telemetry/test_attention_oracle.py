@@ -1,0 +1,172 @@
+"""Attention-logit, entropy, output-logit and update-RMS telemetry against plain torch.
+
+The reference recomputes every block's queries and keys from the weights themselves (its own RMSNorm,
+its own half-split RoPE, its own per-head QK-norm), in float64, at on_train_batch_start (the weights
+the step's forward uses) on the step's batch; nothing of LayerTelemetry or CausalSelfAttention is
+called for it. Only the residual stream is advanced with the model's
+own blocks (the stream is not what is under test here; act_rms is checked in tests/oracle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import lightning as L
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from gptlab.config import OptimConfig
+from gptlab.model import GPTConfig
+from gptlab.training.callbacks.telemetry import LayerTelemetry
+from gptlab.training.module import GPTLightningModule
+
+REL = 1e-4
+
+
+def rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
+
+
+def rotate(x: torch.Tensor, theta: float) -> torch.Tensor:
+    """RoPE, half-split pairs (i, i + D/2) rotated by angle pos · theta^(-2i/D)."""
+    T, D = x.shape[-2], x.shape[-1]
+    freq = theta ** (-torch.arange(0, D // 2, dtype=torch.float64) * 2 / D)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * freq[None, :]
+    cos, sin = ang.cos(), ang.sin()
+    a, b = x[..., : D // 2], x[..., D // 2 :]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+
+
+@torch.no_grad()
+def reference(model: Any, idx: torch.Tensor) -> dict[str, float]:
+    """attn_logit_max/attn_entropy per block and logits/* from the weights, in float64."""
+    cfg = model.cfg
+    B, T = idx.shape
+    H, D = cfg.n_head, cfg.n_embd // cfg.n_head
+    x = model.tok_emb.weight[idx]
+    if model.pos_emb is not None:
+        x = x + model.pos_emb.weight[:T]
+    rope = (model.rope_cos, model.rope_sin) if cfg.pos_emb == "rope" else None
+    out: dict[str, float] = {}
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    for i, block in enumerate(model.blocks):
+        h = x.double()
+        if cfg.norm_placement in ("pre", "sandwich"):
+            assert cfg.norm == "rmsnorm"
+            h = rms(h, block.attn_norm.weight, cfg.norm_eps)
+        attn = block.attn
+        q = (h @ attn.q_proj.weight.double().T).view(B, T, H, D).transpose(1, 2)
+        k = (h @ attn.k_proj.weight.double().T).view(B, T, H, D).transpose(1, 2)
+        if cfg.qk_norm:
+            q, k = rms(q, attn.q_norm.weight, cfg.norm_eps), rms(k, attn.k_norm.weight, cfg.norm_eps)
+        if cfg.pos_emb == "rope":
+            q, k = rotate(q, cfg.rope_theta), rotate(k, cfg.rope_theta)
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+        out[f"attn_logit_max/block_{i:02d}"] = float(s[..., causal].max())
+        p = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)
+        plogp = torch.where(causal, p * torch.log(p.clamp_min(1e-300)), torch.zeros(()))
+        out[f"attn_entropy/block_{i:02d}"] = float(-plogp.sum(-1).mean())
+        x = block(x, rope)
+    logits = model(idx).double()
+    out["logits/mean"] = float(logits.mean())
+    out["logits/std"] = float(logits.std(unbiased=False))
+    out["logits/max"] = float(logits.max())
+    top = logits.max(-1, keepdim=True).values
+    out["logits/log_z_mean"] = float((top.squeeze(-1) + (logits - top).exp().sum(-1).log()).mean())
+    return out
+
+
+class Reference(L.Callback):
+    """The reference numbers of each step, plus ‖ΔW‖/√n per block around the optimizer step."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict[str, float]] = []
+        self._before: dict[str, torch.Tensor] = {}
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        self.steps.append(reference(pl_module.model, batch[:, :-1]))
+
+    def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: Any, optimizer: Any) -> None:
+        self._before = {n: p.detach().double().clone() for n, p in pl_module.model.named_parameters()}
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
+        sq: dict[str, float] = {}
+        count: dict[str, int] = {}
+        for n, p in pl_module.model.named_parameters():
+            if n.startswith("blocks."):
+                b = f"block_{int(n.split('.')[1]):02d}"
+                sq[b] = sq.get(b, 0.0) + float((p.detach().double() - self._before[n]).pow(2).sum())
+                count[b] = count.get(b, 0) + p.numel()
+        self.steps[-1].update({f"update_rms/{b}": math.sqrt(v / count[b]) for b, v in sq.items()})
+
+
+def train(steps: int, scale: tuple[int | None, float] | None = None, **model: Any) -> tuple[list, list]:
+    L.seed_everything(0, verbose=False)
+    base = {"vocab_size": 64, "block_size": 16, "n_layer": 3, "n_head": 2, "n_embd": 32}
+    cfg = GPTConfig(**{**base, **model})
+    module = GPTLightningModule(
+        model=dataclasses.asdict(cfg), optim=dataclasses.asdict(OptimConfig(lr=1e-2, warmup_steps=1))
+    )
+    if scale is not None:
+        block, factor = scale
+        with torch.no_grad():
+            for i, b in enumerate(module.model.blocks):
+                if block is None or i == block:
+                    b.attn.q_proj.weight.mul_(factor)
+                    b.attn.k_proj.weight.mul_(factor)
+    telemetry, ref = LayerTelemetry(every=1, figures=False), Reference()
+    data = torch.randint(0, 64, (steps * 4, 17), generator=torch.Generator().manual_seed(0))
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_steps=steps,
+        log_every_n_steps=1,
+        logger=False,
+        callbacks=[telemetry, ref],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(module, train_dataloaders=DataLoader(list(data), batch_size=4))
+    return telemetry.history, ref.steps
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {},
+        {"qk_norm": True},
+        {"norm_placement": "post", "pos_emb": "learned"},
+    ],
+    ids=["pre-rope", "pre-rope-qknorm", "post-learned"],
+)
+def test_attention_and_logit_telemetry_equal_plain_torch(model: dict[str, Any]) -> None:
+    # q and k of every block x8: peaked attention (logits of order 1-10, not ~0.05), so that an
+    # entropy over the wrong axis or a missing scale cannot pass for the right one
+    history, ref = train(3, scale=(None, 8.0), **model)
+    assert len(history) == len(ref) == 3
+    for (step, logged), want in zip(history, ref, strict=True):
+        assert set(want) <= set(logged), sorted(set(want) - set(logged))
+        for key, value in want.items():
+            assert logged[key] == pytest.approx(value, rel=REL, abs=1e-7), (step, key, logged[key], value)
+
+
+@pytest.mark.parametrize("qk_norm", [False, True], ids=["plain", "qk_norm"])
+def test_scaled_qk_raises_that_blocks_logit_max_unless_qk_norm(qk_norm: bool) -> None:
+    """q and k of block 1 times 4: its logits grow 16x; with QK-norm they do not move at all."""
+    plain = train(1, n_layer=4, qk_norm=qk_norm)[0][0][1]
+    scaled = train(1, scale=(1, 4.0), n_layer=4, qk_norm=qk_norm)[0][0][1]
+    blocks = [f"block_{i:02d}" for i in range(4)]
+    ratio = {b: scaled[f"attn_logit_max/{b}"] / plain[f"attn_logit_max/{b}"] for b in blocks}
+    if not qk_norm:
+        assert max(ratio, key=ratio.get) == "block_01", ratio
+        assert ratio["block_01"] > 8, ratio
+        assert all(r < 2 for b, r in ratio.items() if b != "block_01"), ratio
+    else:
+        assert all(r == pytest.approx(1.0, rel=1e-3) for r in ratio.values()), ratio
