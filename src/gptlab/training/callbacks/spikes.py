@@ -11,7 +11,8 @@ A spike does not move the EMA or σ (it would hide the next one). On a spike at 
   with the same weights and RNG state (not under FSDP: there, from step N+1 only);
 - `spikes/step_<N>.json` gets the loss, EMA, σ, the per-block telemetry of N and N+1, the blocks whose
   gradient norm jumped most, and the windows of the step's global batch (in stream order), with what
-  reads them back (`token_file`, `dtype`, `block_size`)::
+  reads them back (`token_file`, `dtype`, `block_size`; for `data.source=tokens`, `segments` of the
+  user's shards instead of one file, concatenated in order)::
 
       python -c "import json,numpy as np; r=json.load(open('spikes/step_120.json')); d=r['data']; \\
       t=np.memmap(d['token_file'],dtype=d['dtype'],mode='r'); b=d['block_size']; \\
@@ -200,20 +201,29 @@ class SpikeWatch(L.Callback):
         loader = getattr(trainer, "train_dataloader", None)
         sampler = getattr(loader, "batch_sampler", None)
         dataset = getattr(loader, "dataset", None)
-        if not hasattr(sampler, "window_at") or not hasattr(dataset, "path"):
+        packed = getattr(dataset, "packed", None)
+        if not hasattr(sampler, "window_at") or packed is None:
             return {"windows": None, "data": None}
         reader = copy.copy(sampler)  # its own permutation cache: the live iterator keeps its own
         size = sampler.global_batch * trainer.accumulate_grad_batches
         start = step * size
+        data: dict[str, Any] = {
+            "dtype": str(packed.dtype),
+            "block_size": dataset.block_size,
+            "layout": "position stream_start+i is row i; under W ranks, rank (i % W) read it",
+        }
+        segments = getattr(packed, "splits", {}).get(dataset.split)
+        if segments is None:  # one flat token file: the one-liner above reads it back
+            data["token_file"] = str(packed.path(dataset.split))
+        else:  # data.source=tokens: the split is these shard segments, end to end
+            data["segments"] = [
+                {"shard": str(g.shard.path), "offset_bytes": g.shard.offset, "start": g.start, "stop": g.stop}
+                for g in segments
+            ]
         return {
             "windows": [reader.window_at(g) for g in range(start, start + size)],
             "stream_start": start,
-            "data": {
-                "token_file": str(dataset.path),
-                "dtype": str(dataset.dtype),
-                "block_size": dataset.block_size,
-                "layout": "position stream_start+i is row i; under W ranks, rank (i % W) read it",
-            },
+            "data": data,
         }
 
     def on_train_batch_end(
