@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from gptlab.errors import USER_ERRORS, one_line
-from tests.reliability.rel_harness import REPO, TINY, train_here
+from tests.training.rel_harness import REPO, TINY, train_here
 
 QUICK = ["trainer.max_steps=2", "trainer.val_check_interval=2", "data.source=tokens"]
 

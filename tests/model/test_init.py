@@ -86,7 +86,7 @@ def test_no_depth_scaling():
 
 
 # DeepNorm's recipe (Xavier with gain β / 1, Wang et al. 2022) is checked against the paper's formula in
-# tests/ablation/test_deepnorm_init.py.
+# tests/model/test_deepnorm_init.py.
 
 
 def test_one_over_sqrt_d_rule():

@@ -70,7 +70,7 @@ class RankStream(L.Callback):
 def _train(run_dir: Path, cache: Path, port: int, *overrides: str) -> None:
     """One run of the app on this rank, with the two callbacks above after the app's own."""
     import gptlab.training.app as app
-    from tests.reliability.rel_harness import TINY, compose_cfg
+    from tests.training.rel_harness import TINY, compose_cfg
 
     os.environ["MASTER_PORT"] = str(port)
     raw = compose_cfg(*TINY, f"data.cache_dir={cache}", *RUN, *overrides)
@@ -112,7 +112,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """All runs, in two spawned processes (the token cache filled here first, once)."""
     from gptlab.data.datamodule import TokenDataModule
     from gptlab.training.app import validate
-    from tests.reliability.rel_harness import TINY, compose_cfg
+    from tests.training.rel_harness import TINY, compose_cfg
 
     root = tmp_path_factory.mktemp("rng-ranks")
     cache = root / "cache"

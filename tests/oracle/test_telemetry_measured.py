@@ -34,7 +34,7 @@ import lightning as L
 import pytest
 import torch
 
-from tests.reliability import rel_harness
+from tests.training import rel_harness
 
 REPO = Path(__file__).resolve().parents[2]
 REL = 1e-5
@@ -281,7 +281,7 @@ def ddp_fit(rank: int, out: Path, port: int) -> None:
             }
             (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(result))
 
-    from tests.telemetry.test_attention_oracle import Reference
+    from tests.training.callbacks.test_attention_oracle import Reference
 
     telemetry, probe, attention = LayerTelemetry(every=1, figures=False), Probe(), Reference()
     trainer = L.Trainer(

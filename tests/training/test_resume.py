@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import gptlab.training.callbacks.rng as rng
-from tests.reliability.rel_harness import series, train_here, with_callbacks
+from tests.training.rel_harness import series, train_here, with_callbacks
 
 # dropout makes the RNG matter; checkpoint at step 4 and validate there too (validation draws from the
 # torch generator: the resumed run skips that validation, so this checks it leaves the stream alone)

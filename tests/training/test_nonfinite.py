@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gptlab.training.callbacks.nonfinite import NonFiniteError, NonFiniteGuard
-from tests.reliability.rel_harness import series, train_here, with_callbacks
+from tests.training.rel_harness import series, train_here, with_callbacks
 
 BAD_STEP = 3
 BAD_PARAM = "blocks.1.ffn.down_proj.weight"

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gptlab.training.callbacks.preemption import EXIT_PREEMPTED
-from tests.reliability.rel_harness import REPO, TINY, series, train_here
+from tests.training.rel_harness import REPO, TINY, series, train_here
 
 # no validation and no regular checkpoint before the signal: last.ckpt can only come from preemption
 LONG = ["trainer.max_steps=100000", "trainer.val_check_interval=100000"]

@@ -29,7 +29,7 @@ def _isolated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> Path:
     """A finished 2-step tiny run (checkpoints/last.ckpt), shared by the checkpoint tests."""
-    from tests.reliability.rel_harness import train_here
+    from tests.training.rel_harness import train_here
 
     run = tmp_path_factory.mktemp("trained")
     train_here(run, cache, "trainer.max_steps=2", "trainer.val_check_interval=2")

@@ -17,7 +17,7 @@ import pytest
 from hydra.errors import ConfigCompositionException, OverrideParseException
 
 from gptlab.errors import USER_ERRORS, one_line
-from tests.reliability.rel_harness import REPO, TINY, train_here
+from tests.training.rel_harness import REPO, TINY, train_here
 
 QUICK = ["trainer.max_steps=2", "trainer.val_check_interval=2"]
 
@@ -247,7 +247,7 @@ def test_bad_input_gives_one_clear_line(
     ],
 )
 def test_hydra_rejects_bad_keys_types_presets_at_compose(override: str, exception: type, says: str) -> None:
-    from tests.reliability.rel_harness import compose_cfg
+    from tests.training.rel_harness import compose_cfg
 
     with pytest.raises(exception) as info:
         compose_cfg(override)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.reliability.rel_harness import train_here, with_callbacks
+from tests.training.rel_harness import train_here, with_callbacks
 
 CORRUPT, STEPS = 24, 30
 SPIKES = [

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import wandb
 
-from tests.reliability.rel_harness import series, train_here
+from tests.training.rel_harness import series, train_here
 
 
 def test_wandb_init_failure_falls_back_to_csv(

@@ -12,7 +12,7 @@ import lightning as L
 import pytest
 import torch
 
-from tests.reliability.rel_harness import csv_rows, series, train_here, with_callbacks
+from tests.training.rel_harness import csv_rows, series, train_here, with_callbacks
 
 
 def test_a_run_off_the_interval_ends_with_a_validation(tmp_path: Path, cache: Path) -> None:
