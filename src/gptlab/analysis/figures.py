@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -200,17 +201,8 @@ def curve_panels(
         if lows and highs and not logy:
             pad = 0.05 * (max(highs) - min(lows) or 1.0)
             ax.set_ylim(min(lows) - pad, max(highs) + pad)
-        ax.set_title(panel, fontsize=9)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        if series:
-            ax.legend(fontsize=7)
-    if title:
-        fig.suptitle(title)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+        _label_panel(ax, panel, xlabel, ylabel, bool(series))
+    return _save(fig, path, title)
 
 
 Band = tuple[Sequence[float], Sequence[float], Sequence[float], Sequence[float], Sequence[float]]
@@ -246,12 +238,22 @@ def band_panels(
                 )
                 crossed = True
         ax.set_xscale("log")
-        ax.set_title(panel, fontsize=9)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        if series:
-            ax.legend(fontsize=7)
+        _label_panel(ax, panel, xlabel, ylabel, bool(series))
+    return _save(fig, path, title)
+
+
+def _label_panel(ax: Any, panel: str, xlabel: str, ylabel: str, legend: bool) -> None:
+    """A panel's title, axis labels, grid and (when it has lines) legend."""
+    ax.set_title(panel, fontsize=9)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if legend:
+        ax.legend(fontsize=7)
+
+
+def _save(fig: Any, path: Path, title: str) -> Path:
+    """Title the figure, write it, free it."""
     if title:
         fig.suptitle(title)
     fig.savefig(path, dpi=100)
