@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from gptlab.config import OptimConfig
 from gptlab.model import GPT, GPTConfig
 from gptlab.training.callbacks.nonfinite import NonFiniteGuard, drop_update, global_norm
+from gptlab.training.callbacks.throughput import tokens_per_step
 from gptlab.training.checkpoint_io import check_resumable
 from gptlab.training.optim import build_adamw, lr_factor
 from gptlab.training.validation import loss_sum_and_count, val_metrics
@@ -120,13 +121,10 @@ class GPTLightningModule(L.LightningModule):
         trainer = self.trainer
         if not (self._logs_now() or 0 < trainer.max_steps <= trainer.global_step):
             return  # the last step too: RunSummary reads the final tokens_seen
-        tokens = (
-            (trainer.global_step)
-            * trainer.accumulate_grad_batches
-            * batch.shape[0]
-            * (batch.shape[1] - 1)
-            * trainer.world_size
+        step_tokens = tokens_per_step(
+            batch.shape[0], batch.shape[1] - 1, trainer.accumulate_grad_batches, trainer.world_size
         )
+        tokens = trainer.global_step * step_tokens
         # CPU tensors: self.log(<python float>) builds a tensor on self.device, which on a GPU is a
         # blocking host-to-device copy every step; float64 keeps token counts exact past 2^24
         self.log("tokens_seen", torch.tensor(float(tokens), dtype=torch.float64))
