@@ -45,19 +45,14 @@ class Tokenizer(Protocol):
 
 
 def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte→printable-char table, so a byte tokenizer can be written as a tokenizer.json."""
-    printable = [
-        *range(ord("!"), ord("~") + 1),
-        *range(ord("¡"), ord("¬") + 1),
-        *range(ord("®"), ord("ÿ") + 1),
-    ]
-    table = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
+    """GPT-2's byte→printable-char table, so a byte tokenizer can be written as a tokenizer.json.
+
+    Read off `tokenizers`' ByteLevel alphabet: a byte whose own character is in the alphabet keeps
+    it, the others take the alphabet's characters above U+00FF in order (GPT-2's rule).
+    """
+    alphabet = set(pre_tokenizers.ByteLevel.alphabet())
+    spare = iter(sorted(c for c in alphabet if ord(c) > 0xFF))
+    return {b: chr(b) if chr(b) in alphabet else next(spare) for b in range(256)}
 
 
 def _write_config(directory: Path, name: str, eos: str | None) -> None:
