@@ -23,7 +23,7 @@ MUTANTS: list[Mutant] = [
     Mutant("clip_coef_unclamped", "training/module.py", "(total.detach() + 1e-6), max=1.0)",
            "(total.detach() + 1e-6), min=0.0)", "reports a factor > 1 when nothing was clipped"),
     Mutant("telemetry_clip_coef_fake", "training/callbacks/telemetry.py",
-           "coef.detach().reshape(1).to(roots)", "torch.ones(1).to(roots)",
+           "coef.detach().reshape(1).to(packed)", "torch.ones(1).to(packed)",
            "grad_norm/clip_coef no longer the applied factor"),
     # --- norm placement formulas (model/block.py) ---
     Mutant("pre_branch_norm_dropped", "model/block.py", "x = x + self.attn(self.attn_norm(x), rope)",
@@ -68,7 +68,7 @@ MUTANTS: list[Mutant] = [
            "replicated = 1.0 if self.sharded else 1.0 / world", "replicated = 1.0",
            "DDP grad norms counted once per replica (×sqrt(W))"),
     Mutant("telemetry_act_not_averaged", "training/callbacks/telemetry.py",
-           "acts.to(self._grad_sq.device) / world,", "acts.to(self._grad_sq.device),",
+           "for a in acts if a is not None]) / world)", "for a in acts if a is not None]))",
            "act_rms summed over ranks"),
     Mutant("train_loss_last_microbatch", "training/module.py", "self._step_loss_sum / accumulate, None",
            "loss.detach(), None", "train/loss is the last micro-batch's (the old defect)"),
