@@ -123,6 +123,28 @@ MUTANTS: list[Mutant] = [
            "start = k * self.block_size + 1\n", "windows start one token late"),
     Mutant("stream_rank_offset", "data/datamodule.py", "range(first + self.rank, first + self.global_batch",
            "range(first, first + self.global_batch", "every rank reads rank 0's batches"),
+    # --- issue 14: attention telemetry, z-loss, qk-norm, spike forensics ---
+    Mutant("attn_logit_unscaled", "training/callbacks/telemetry.py", "(q[b : b + step].float() * D**-0.5)",
+           "(q[b : b + step].float())", "attention logits logged without the 1/sqrt(d_head)"),
+    Mutant("z_loss_dropped", "training/module.py", "return ce + coef * z", "return ce",
+           "optim.z_loss logged but never trained on"),
+    Mutant("qk_norm_not_applied", "model/attention.py", "q, k = self.q_norm(q), self.k_norm(k)",
+           "pass", "model.qk_norm=true builds the gains but never normalises"),
+    Mutant("spike_windows_next_step", "training/callbacks/spikes.py", "start = step * size",
+           "start = (step + 1) * size", "a spike record names the next step's batch"),
+    # --- issue 15: end-of-text id, shard headers ---
+    Mutant("byte_tokenizer_no_eos", "data/tokenizers.py", "eos_id: int | None = BYTE_EOS",
+           "eos_id: int | None = None", "documents run into each other with no end-of-text id"),
+    Mutant("shard_header_not_skipped", "data/shards.py",
+           "return Shard(path, HEADER_BYTES, dtype, count, True)",
+           "return Shard(path, 0, dtype, count, True)", "an llm.c shard's header read as tokens"),
+    # --- issue 13: the report's statistics and DeepNet's init ---
+    Mutant("paired_as_mean_of_arms", "analysis/stats.py",
+           "d = mean_interval([x - y for x, y in zip(a, b, strict=True)])",
+           "d = mean_interval([x - statistics.fmean(b) for x in a])",
+           "the paired difference ignores the pairing (spread of a alone)"),
+    Mutant("deepnorm_beta_exponent", "model/init.py", "return (8 * n_layer) ** -0.25",
+           "return (8 * n_layer) ** -0.5", "DeepNet's beta with the wrong exponent"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
