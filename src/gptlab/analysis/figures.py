@@ -180,16 +180,7 @@ def curve_panels(
                 markersize=4,
             )
             if bad:
-                ax.plot(
-                    bad,
-                    [0.97] * len(bad),
-                    "x",
-                    color="red",
-                    markersize=9,
-                    mew=2,
-                    transform=ax.get_xaxis_transform(),
-                    label=None if crossed else crosses_label,
-                )
+                _mark_failures(ax, bad, None if crossed else crosses_label)
                 crossed = True
             if dots and name in dots.get(panel, {}):
                 dx, dy = dots[panel][name]
@@ -226,16 +217,7 @@ def band_panels(
             ax.plot(x, mean, "-o", color=color, label=name, markersize=4)
             ax.fill_between(x, low, high, color=color, alpha=0.2, linewidth=0)
             if bad:
-                ax.plot(
-                    bad,
-                    [0.97] * len(bad),
-                    "x",
-                    color="red",
-                    markersize=9,
-                    mew=2,
-                    transform=ax.get_xaxis_transform(),
-                    label=None if crossed else "diverged (a seed)",
-                )
+                _mark_failures(ax, bad, None if crossed else "diverged (a seed)")
                 crossed = True
         ax.set_xscale("log")
         _label_panel(ax, panel, xlabel, ylabel, bool(series))
@@ -259,3 +241,17 @@ def _save(fig: Any, path: Path, title: str) -> Path:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _mark_failures(ax: Any, xs: Sequence[float], label: str | None) -> None:
+    """Red crosses at the panel's top for runs that failed at these x (diverged: no y to plot)."""
+    ax.plot(
+        xs,
+        [0.97] * len(xs),
+        "x",
+        color="red",
+        markersize=9,
+        mew=2,
+        transform=ax.get_xaxis_transform(),
+        label=label,
+    )
