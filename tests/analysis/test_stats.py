@@ -121,3 +121,28 @@ def test_best_lr_skips_a_diverged_lr_and_comparison_pairs_seeds() -> None:
     per_seed = arm.sensitivity_per_seed()
     assert per_seed["3"] == pytest.approx(((2.46 - 2.46) + (math.log(256) - 2.46)) / 2)
     assert per_seed["1"] == pytest.approx((2.45 - 2.20) / 2)
+
+
+def test_across_cells_pairs_each_arm_with_itself_in_the_reference_cell() -> None:
+    """The depth check: global at n_layer=8 against global at n_layer=2, each at its own best LR."""
+    from gptlab.analysis.arms import Cell, across_cells
+
+    shallow = {1e-3: {"1": 2.10, "2": 2.12, "3": 2.11}, 3e-3: {"1": 2.03, "2": 2.05, "3": 2.04}}
+    deep = {1e-3: {"1": 1.98, "2": 2.02, "3": 1.99}, 3e-3: {"1": 2.20, "2": 2.31, "3": None}}
+    none_shallow = {1e-3: {"1": 2.2, "2": 2.2, "3": 2.3}, 3e-3: {"1": 2.1, "2": 2.2, "3": 2.2}}
+    none_deep = {1e-3: {"1": 2.3, "2": 2.2, "3": 2.2}, 3e-3: {"1": 2.2, "2": 2.1, "3": 2.2}}
+    cells = [
+        Cell({"model.n_layer": "2"}, [_arm("none", none_shallow), _arm("global", shallow)], "none"),
+        Cell({"model.n_layer": "8"}, [_arm("none", none_deep), _arm("global", deep)], "none"),
+    ]
+    out = across_cells(cells, {"model.n_layer": ["2", "8"]})
+    pairs = [(x.comparison.arm, x.value, x.reference) for x in out]
+    assert pairs == [("none", "8", "2"), ("global", "8", "2")]
+    g = out[1].comparison
+    d = [1.98 - 2.03, 2.02 - 2.05, 1.99 - 2.04]  # deep at 1e-3 (3e-3 has a divergence) − shallow at 3e-3
+    md, sd = sum(d) / 3, statistics.stdev(d)
+    assert g.diff is not None and g.diff.test == "paired t"
+    assert g.diff.mean == pytest.approx(md)
+    assert g.diff.high == pytest.approx(md + 4.303 * sd / math.sqrt(3), abs=1e-4)
+    assert g.verdict == "better"
+    assert out[0].comparison.verdict == "within noise"

@@ -176,3 +176,47 @@ def test_planned_jobs_not_started_are_listed(tmp_path: Path) -> None:
     jobs = read_sweep(tmp_path)
     assert len(jobs) == 4 and all(j.status == "not started" for j in jobs)
     assert {j.values["model/placement"] for j in jobs} == {"pre", "post"}
+
+
+def test_across_cells_table_is_the_depth_check(tmp_path: Path) -> None:
+    """A two-depth sweep written as files: its "Across cells" rows are (n_layer=8 − n_layer=2) per arm,
+    each at its own best LR, paired over seeds, recomputed here from the numbers written."""
+    from gptlab.ablation.grid import build_grid
+    from gptlab.ablation.sweep_dir import write_record
+
+    grid = build_grid(
+        "model.depth_scaled_init", ["none", "global"], None, ["0.001", "0.003"], ["1", "2", "3"],
+        {"model.n_layer": ["2", "8"]}, [],
+    )  # fmt: skip
+    write_record(tmp_path, grid, "g")
+    # loss = base(depth, arm, lr) + per-seed noise; 8 layers beats 2 for global, not for none
+    base = {("2", "none"): 2.10, ("8", "none"): 2.11, ("2", "global"): 2.05, ("8", "global"): 1.95}
+    lr_cost = {"0.001": 0.03, "0.003": 0.0}
+    noise = {"1": 0.012, "2": -0.007, "3": 0.004}
+    loss = {}
+    for k, overrides in enumerate(grid.jobs()):
+        v = dict(o.split("=", 1) for o in overrides)
+        key = (v["model.n_layer"], v["model.depth_scaled_init"], v["optim.lr"], v["seed"])
+        depth_noise = noise[v["seed"]] * (2.0 if v["model.n_layer"] == "8" else 1.0)
+        loss[key] = base[key[:2]] + lr_cost[key[2]] + depth_noise
+        (tmp_path / str(k)).mkdir()
+        metrics = {
+            "status": "finished",
+            "final_val_loss": loss[key],
+            "overrides": overrides,
+            "vocab_size": 256,
+        }
+        (tmp_path / str(k) / "metrics.json").write_text(json.dumps(metrics))
+    proc = run_script("scripts/report.py", str(tmp_path), "figures=false", env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r["arm"]: r for r in parse_table((tmp_path / "report.md").read_text(), "### Across cells")}
+    for arm, expected in (("global", "better"), ("none", "within noise")):
+        diffs = [loss[("8", arm, "0.003", s)] - loss[("2", arm, "0.003", s)] for s in ("1", "2", "3")]
+        d, half = statistics.fmean(diffs), 4.303 * statistics.stdev(diffs) / math.sqrt(3)
+        row = rows[f"`{arm}`"]
+        assert row["cells"] == "model.n_layer=8 − model.n_layer=2" and row["test"] == "paired t (n=3)"
+        assert (
+            row["Δ final val loss (cell − reference), mean [95% CI]"]
+            == f"{d:.4f} [{d - half:.4f}, {d + half:.4f}]"
+        )
+        assert row["verdict"] == expected

@@ -144,6 +144,34 @@ class Cell:
         return [compare(a, base) for a in self.arms if a.arm != self.baseline]
 
 
+@dataclass
+class CellComparison:
+    """One arm in two cells that differ in one key: (arm at key=value) − (arm at key=reference)."""
+
+    key: str
+    value: str
+    reference: str
+    comparison: Comparison
+    fixed: dict[str, str]  # the other cell keys, the same in both cells
+
+
+def across_cells(cells: list[Cell], order: dict[str, list[str]]) -> list[CellComparison]:
+    """Each arm against itself in the cell whose value of one key is that key's first (e.g. the depth
+    check: global at n_layer=8 against global at n_layer=2), each cell at its own best LR."""
+    out = []
+    for key, values in order.items():
+        for cell in cells:
+            value = cell.values[key]
+            if value == values[0]:
+                continue
+            ref_values = {**cell.values, key: values[0]}
+            ref = next(c for c in cells if c.values == ref_values)
+            fixed = {k: v for k, v in cell.values.items() if k != key}
+            for arm, base in zip(cell.arms, ref.arms, strict=True):
+                out.append(CellComparison(key, value, values[0], compare(arm, base), fixed))
+    return out
+
+
 def vocab_size(job: Job) -> int | None:
     """The model's vocabulary from metrics.json, else from the job's .hydra/config.yaml."""
     v = job.metric("vocab_size")

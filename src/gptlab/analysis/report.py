@@ -19,7 +19,7 @@ import yaml
 from gptlab.ablation.grid import LR_KEY, SEED_KEY
 from gptlab.ablation.sweep_dir import read_record
 from gptlab.analysis import sweep_figures, tables
-from gptlab.analysis.arms import arrange, loss_at_init
+from gptlab.analysis.arms import across_cells, arrange, loss_at_init
 from gptlab.analysis.jobs import Job, read_sweep
 from gptlab.analysis.tables import parse_table  # noqa: F401 - re-exported: tests and tools read tables
 
@@ -31,6 +31,12 @@ ABLATION_NOTE = (
     "grid's minimum, a diverged run counted at the loss at init; per seed, then mean [95% CI] over "
     "seeds. Comparison: (arm − baseline), each at its own best LR; paired t over seeds when both "
     "have the same seeds, Welch t otherwise; better/worse when the 95% CI excludes 0."
+)
+
+ACROSS_NOTE = (
+    "Each arm against itself in the cell whose value of that key is the grid's first (e.g. n_layer=8 "
+    "against n_layer=2: the depth check), each cell at its own best LR, the other keys equal; paired t "
+    "over seeds when both cells have results for the same seeds, Welch t otherwise."
 )
 
 
@@ -87,6 +93,10 @@ def ablation_section(jobs: list[Job], record: dict, out: Path, figures: bool) ->
         lines += ["", f"### {cell.title}", "", "#### Arms", "", tables.arm_table(cell)]
         lines += ["", "#### Final val loss by LR, mean [95% CI] over seeds", "", tables.lr_table(cell)]
         lines += ["", "#### Against the baseline", "", tables.comparison_table(cell)]
+    order = {k: list(v) for k, v in record.get("cells", {}).items() if len(v) > 1}
+    if order:
+        across = tables.across_cells_table(across_cells(cells, order))
+        lines += ["", "### Across cells", "", ACROSS_NOTE, "", across]
     return lines, made
 
 

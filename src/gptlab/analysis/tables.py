@@ -8,7 +8,7 @@ import re
 import statistics
 from collections.abc import Sequence
 
-from gptlab.analysis.arms import DIVERGED, Cell, LRPoint
+from gptlab.analysis.arms import DIVERGED, Cell, CellComparison, Comparison, LRPoint
 from gptlab.analysis.jobs import Job
 from gptlab.analysis.stats import LEVEL, Interval
 
@@ -138,23 +138,41 @@ def arm_table(cell: Cell) -> str:
     return table(head, rows)
 
 
+def _test(c: Comparison) -> str:
+    if c.diff is None:
+        return EMPTY
+    df = f"df={c.diff.df:.1f}" if c.diff.test == "Welch t" else f"n={c.diff.n}"
+    return f"{c.diff.test} ({df})"
+
+
 def comparison_table(cell: Cell) -> str:
     """(arm − baseline) at each arm's best LR with its 95% CI, the test used, and the verdict."""
     head = ["arm", "baseline", f"Δ final val loss (arm − baseline), mean [{LEVEL:.0%} CI]", "test", "verdict"]
+    rows = [
+        [f"`{c.arm}`", f"`{c.baseline}`", fmt_interval(c.diff), _test(c), c.verdict]
+        for c in cell.comparisons()
+    ]
+    return table(head, rows)
+
+
+def across_cells_table(comparisons: Sequence[CellComparison]) -> str:
+    """Each arm in one cell against itself in the reference cell, each at its own best LR."""
+    head = ["arm", "cells", "other keys", f"Δ final val loss (cell − reference), mean [{LEVEL:.0%} CI]",
+            "test", "verdict"]  # fmt: skip
     rows = []
-    for c in cell.comparisons():
-        test = EMPTY
-        if c.diff is not None:
-            df = f"df={c.diff.df:.1f}" if c.diff.test == "Welch t" else f"n={c.diff.n}"
-            test = f"{c.diff.test} ({df})"
-        rows.append([f"`{c.arm}`", f"`{c.baseline}`", fmt_interval(c.diff), test, c.verdict])
+    for x in comparisons:
+        c = x.comparison
+        fixed = ", ".join(f"{k}={v}" for k, v in x.fixed.items()) or EMPTY
+        cells = f"{x.key}={x.value} − {x.key}={x.reference}"
+        rows.append([f"`{c.arm}`", cells, fixed, fmt_interval(c.diff), _test(c), c.verdict])
     return table(head, rows)
 
 
 def parse_table(report_md: str, heading: str = "## Jobs") -> list[dict[str, str]]:
     """The rows of the table under `heading` as dicts (header → cell), for tests and other tools."""
     lines = report_md.splitlines()
-    start = lines.index(heading) + 2
+    at = lines.index(heading)
+    start = next(i for i in range(at + 1, len(lines)) if lines[i].startswith("|"))  # past any note
     header = [c.strip() for c in lines[start].strip("|").split("|")]
     rows = []
     for line in itertools.takewhile(lambda s: s.startswith("|"), lines[start + 2 :]):
