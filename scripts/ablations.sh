@@ -6,10 +6,11 @@
 #   scripts/ablations.sh                 # everything, into multirun/claims
 #   OUT=multirun/claims2 scripts/ablations.sh
 #
-# Budget (docs/ablations.md, "Budget"): d=64 (FFN/tying d=96), T=64, batch 8, 400 steps, warmup 40,
-# cosine, clip 1.0, 5 log-spaced LRs in [1e-3, 3e-2], 3 seeds. Estimated job times on one quiet core:
-# L=2 ~19 s, L=8 ~47 s, d=96 L=4 ~49 s (0.016 s + 0.012 s per layer per step at d=64, measured, plus
-# ~3 s per job for validation, checkpoints and wandb). Stream A ~5,800 s, stream B ~5,900 s: ~1.65 h.
+# Budget (docs/ablations.md, "Budget"): T=64, batch 16, 400 steps (409,600 tokens), warmup 40,
+# cosine, clip 1.0, 5 log-spaced LRs in [1e-3, 3e-2], 3 seeds; d=32 with 2 heads for the depth sweeps
+# (placement, warmup, init), d=96 L=4 for FFN and tying (8/3·96 = 256 exactly). Job times measured
+# with two streams side by side: d=32 L=8 ~30 s, L=2 ~9 s, d=96 L=4 ~43 s. Stream A ~4,400 s,
+# stream B ~3,800 s: ~1.25 h.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -26,9 +27,9 @@ timed() {  # timed <name> <train.py args...>: run one sweep, append its wall tim
 
 stream_a() {
   # LR sensitivity of pre/post/sandwich/deepnorm (Wortsman et al. 2023) and DeepNorm vs post-LN at
-  # depth (Wang et al. 2022): 4 arms x 5 LR x 3 seeds at L=8, warmup 40. 60 jobs x ~47 s.
+  # depth (Wang et al. 2022): 4 arms x 5 LR x 3 seeds at L=8, warmup 40. 60 jobs x ~31 s.
   timed placement train.py -m experiment=ablate_placement hydra.sweep.dir="$OUT/placement"
-  # Gated FFN vs GELU at equal parameters (Shazeer 2020): 2 arms x 5 x 3 at d=96, L=4. 30 x ~49 s.
+  # Gated FFN vs GELU at equal parameters (Shazeer 2020): 2 arms x 5 x 3 at d=96, L=4. 30 x ~43 s.
   timed ffn train.py -m experiment=ablate_ffn model/ffn=gelu,swiglu hydra.sweep.dir="$OUT/ffn"
   # Tied vs untied embeddings (Press & Wolf 2017): 2 x 5 x 3 at d=96, L=4. 30 x ~49 s.
   timed tying train.py -m experiment=ablate_tying hydra.sweep.dir="$OUT/tying"
@@ -36,14 +37,14 @@ stream_a() {
 
 stream_b() {
   # Post-LN needs warmup at depth, pre-LN does not (Xiong et al. 2020): the arm is the warmup (0 vs
-  # 40 steps, baseline 40), one cell per placement; telemetry gives their Fig. 3 profile. 60 x ~47 s.
+  # 40 steps, baseline 40), one cell per placement; telemetry gives their Fig. 3 profile. 60 x ~31 s.
   timed warmup train.py -m experiment=ablate_placement hydra.sweeper.arm=optim.warmup_steps \
     "hydra.sweeper.arms=[0,40]" hydra.sweeper.baseline=40 model/placement=pre,post \
     hydra.sweep.dir="$OUT/warmup"
-  # GPT-2's depth-scaled init vs none vs per-layer, across depth; also the depth check (global at
-  # L=2 vs L=8). 3 x 5 x 3 per depth: 45 x ~19 s (L=2) + 45 x ~47 s (L=8).
-  timed init_L2 train.py -m experiment=ablate_init model.n_layer=2 hydra.sweep.dir="$OUT/init_L2"
-  timed init_L8 train.py -m experiment=ablate_init model.n_layer=8 hydra.sweep.dir="$OUT/init_L8"
+  # GPT-2's depth-scaled init vs none vs per-layer, across depth, in one sweep whose cells are
+  # n_layer 2 and 8: its report's "Across cells" table is the depth check (each arm at L=8 against
+  # itself at L=2). 3 x 5 x 3 per depth: 45 x ~9 s (L=2) + 45 x ~30 s (L=8).
+  timed init train.py -m experiment=ablate_init hydra.sweep.dir="$OUT/init"
   # The seeds' variance law at init (v_2L = v0 + 2L·σ², flat under 1/sqrt(2L)) and the gradient
   # profile at init in Xiong et al.'s setting; no training, ~30 s each.
   timed init_report_L8 scripts/init_report.py model=pre_rmsnorm_swiglu model.n_layer=8 out="$OUT/init_report_L8"
