@@ -98,3 +98,42 @@ def test_grid_order_and_log_spacing() -> None:
         [("trainer.max_steps", ["5"], False)],
     )
     assert more.jobs()[:8] == jobs
+
+
+@pytest.mark.slow
+def test_sweep_dir_composed_from_another_config_is_refused_untouched(tmp_path: Path) -> None:
+    """Same overrides, different experiment: a preset edited between the first run and the re-run
+    (here: the record says the jobs composed to n_embd=999) must not mix old and new jobs."""
+    sweep = tmp_path / "sweep"
+    one_job = [*QUICK, "model/ffn=gelu", "optim.lr=0.001", "hydra.sweeper.seeds=1", "logger=csv"]
+    first = run_script("train.py", *one_job, f"hydra.sweep.dir={sweep}", timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    record = json.loads((sweep / "ablation.json").read_text())
+    assert list(record["configs"]) and all(c["model"]["n_embd"] == 48 for c in record["configs"].values())
+    for c in record["configs"].values():
+        c["model"]["n_embd"] = 999
+    (sweep / "ablation.json").write_text(json.dumps(record))
+    before = {p: p.stat().st_mtime_ns for p in sweep.rglob("*")}
+    proc = run_script("train.py", *one_job, f"hydra.sweep.dir={sweep}", timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "composed from another config" in lines[0], proc.stderr
+    assert "model.n_embd was 999 and is now 48" in lines[0]
+    assert {p: p.stat().st_mtime_ns for p in sweep.rglob("*")} == before
+
+
+def test_first_difference_names_the_dotted_key() -> None:
+    from gptlab.ablation.sweep_dir import first_difference
+
+    old = {"model": {"n_layer": 8, "n_embd": 64}, "optim": {"warmup_steps": 40}}
+    assert (
+        first_difference(old, {"model": {"n_layer": 8, "n_embd": 64}, "optim": {"warmup_steps": 40}}) is None
+    )
+    assert first_difference(old, {"model": {"n_layer": 8, "n_embd": 32}, "optim": {"warmup_steps": 40}}) == (
+        "model.n_embd", 64, 32,
+    )  # fmt: skip
+    assert first_difference(old, {**old, "data": {"batch_size": 16}}) == (
+        "data",
+        "<absent>",
+        {"batch_size": 16},
+    )

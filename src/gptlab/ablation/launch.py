@@ -18,7 +18,15 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gptlab.ablation.grid import LR_KEY, SEED_KEY, Grid, GridError, build_grid, lr_values, seed_values
-from gptlab.ablation.sweep_dir import DONE, RESUME, conflict, job_state, read_record, write_record
+from gptlab.ablation.sweep_dir import (
+    DONE,
+    RESUME,
+    config_conflict,
+    conflict,
+    job_state,
+    read_record,
+    write_record,
+)
 
 log = logging.getLogger("gptlab")
 SUBDIR = "${hydra.job.num}"
@@ -74,15 +82,15 @@ def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
     )
 
 
-def check_jobs_compose(sweeper: Any, grid: Grid) -> None:
+def check_jobs_compose(sweeper: Any, grid: Grid) -> dict[str, Any]:
     """Compose and schema-check one job per (cell, arm): a value the schema refuses (an unknown
-    arm of a field, say) fails here in one line rather than in every job of the sweep."""
-    seen: set[tuple[str, ...]] = set()
+    arm of a field, say) fails here in one line rather than in every job of the sweep. Returns
+    each (cell, arm)'s composed config (seed and LR left out), for the sweep dir's record."""
+    configs: dict[str, Any] = {}
     for job in grid.jobs():  # LR and seed were checked already: one job per (cell, arm) is enough
-        identity = tuple(o for o in job if not o.startswith((f"{SEED_KEY}=", f"{LR_KEY}=")))
-        if identity in seen:
+        identity = " ".join(o for o in job if not o.startswith((f"{SEED_KEY}=", f"{LR_KEY}=")))
+        if identity in configs:
             continue
-        seen.add(identity)
         try:
             cfg = sweeper.hydra_context.config_loader.load_sweep_config(sweeper.config, list(job))
             with open_dict(cfg):
@@ -90,6 +98,12 @@ def check_jobs_compose(sweeper: Any, grid: Grid) -> None:
             OmegaConf.to_object(cfg)
         except Exception as err:  # noqa: BLE001 - any refusal is the grid's input error
             fail(f"the grid's job [{' '.join(job)}] is not accepted: {str(err).splitlines()[0]}")
+        container = OmegaConf.to_container(cfg, resolve=False)
+        for key in (SEED_KEY, "ckpt_path"):
+            container.pop(key, None)  # type: ignore[union-attr]
+        container.get("optim", {}).pop("lr", None)  # type: ignore[union-attr]
+        configs[identity] = container
+    return configs
 
 
 def sweep_group(config: DictConfig) -> str | None:
@@ -112,17 +126,17 @@ def run_grid(sweeper: Any, arguments: list[str]) -> list[Any]:
     if OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir") != SUBDIR:
         fail(f"hydra.sweep.subdir must stay {SUBDIR} for the ablation sweeper (a job's dir is its number)")
     jobs = grid.jobs()
-    check_jobs_compose(sweeper, grid)
+    configs = check_jobs_compose(sweeper, grid)
     sweep_dir = Path(str(config.hydra.sweep.dir))
-    problem = conflict(sweep_dir, jobs)
+    record = read_record(sweep_dir)
+    problem = conflict(sweep_dir, jobs) or config_conflict(sweep_dir, record, configs)
     if problem:
         fail(problem)
-    record = read_record(sweep_dir)
     group = sweep_group(config)
     original = record.get("group") if record else group
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(config, sweep_dir / "multirun.yaml")
-    write_record(sweep_dir, grid, original)
+    write_record(sweep_dir, grid, original, configs)
     results = []
     for k, job in enumerate(jobs):
         state, ckpt = job_state(sweep_dir / str(k))

@@ -33,12 +33,15 @@ def read_record(sweep_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def write_record(sweep_dir: Path, grid: Grid, group: str | None) -> None:
-    """ablation.json: the grid (arm, baseline, LR grid, seeds, cells), the wandb group, the job list."""
+def write_record(
+    sweep_dir: Path, grid: Grid, group: str | None, configs: dict[str, Any] | None = None
+) -> None:
+    """ablation.json: the grid (arm, baseline, LR grid, seeds, cells), the wandb group, the job list,
+    and each (cell, arm)'s composed config (what a resume must still compose to)."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    data = {**asdict(grid), "group": group, "jobs": grid.jobs()}
+    data = {**asdict(grid), "group": group, "jobs": grid.jobs(), "configs": configs or {}}
     tmp = sweep_dir / (RECORD + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
     os.replace(tmp, sweep_dir / RECORD)
 
 
@@ -81,6 +84,36 @@ def conflict(sweep_dir: Path, jobs: list[list[str]]) -> str | None:
             return (
                 f"{where} holds job {k} of a different grid ([{' '.join(grid_identity(found))}], this grid's "
                 f"job {k} is [{now}]); give a new hydra.sweep.dir"
+            )
+    return None
+
+
+def first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """The first dotted key where two config trees differ, with both values (None: equal)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in list(old) + [k for k in new if k not in old]:
+            found = first_difference(old.get(key, "<absent>"), new.get(key, "<absent>"), f"{path}{key}.")
+            if found:
+                return found
+        return None
+    return None if old == new else (path.rstrip("."), old, new)
+
+
+def config_conflict(sweep_dir: Path, record: dict[str, Any] | None, configs: dict[str, Any]) -> str | None:
+    """Why this grid's jobs may not continue in `sweep_dir` although their overrides match: a job
+    composes to another config than when the sweep started (a preset or a default was edited), so
+    the finished jobs would be mixed with jobs of a different experiment. None when all agree."""
+    old_configs = (record or {}).get("configs") or {}
+    for identity, new in configs.items():
+        if identity not in old_configs:
+            continue
+        diff = first_difference(old_configs[identity], json.loads(json.dumps(new, default=str)))
+        if diff:
+            key, was, now = diff
+            return (
+                f"hydra.sweep.dir={sweep_dir} holds jobs composed from another config: for "
+                f"[{identity}] {key} was {was!r} and is now {now!r} (a preset or default changed "
+                "since the sweep started); give a new hydra.sweep.dir"
             )
     return None
 
