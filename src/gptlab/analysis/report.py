@@ -18,7 +18,7 @@ import yaml
 
 from gptlab.ablation.grid import LR_KEY, SEED_KEY
 from gptlab.ablation.sweep_dir import read_record
-from gptlab.analysis import sweep_figures, tables
+from gptlab.analysis import grad_profile, sweep_figures, tables
 from gptlab.analysis.arms import across_cells, arrange, loss_at_init
 from gptlab.analysis.jobs import Job, read_sweep
 from gptlab.analysis.tables import parse_table  # noqa: F401 - re-exported: tests and tools read tables
@@ -93,6 +93,10 @@ def ablation_section(jobs: list[Job], record: dict, out: Path, figures: bool) ->
         lines += ["", f"### {cell.title}", "", "#### Arms", "", tables.arm_table(cell)]
         lines += ["", "#### Final val loss by LR, mean [95% CI] over seeds", "", tables.lr_table(cell)]
         lines += ["", "#### Against the baseline", "", tables.comparison_table(cell)]
+        profile = grad_profile.profile_table(cell)
+        if profile:
+            lines += ["", "#### FFN gradient norm by block, first telemetry step, best LR (mean over seeds)"]
+            lines += ["", profile]
     order = {k: list(v) for k, v in record.get("cells", {}).items() if len(v) > 1}
     if order:
         across = tables.across_cells_table(across_cells(cells, order))
