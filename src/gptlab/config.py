@@ -182,7 +182,7 @@ class CallbacksConfig:
 class SampleConfig:
     """The short generated sample at the end of training."""
 
-    prompt: str = "def "
+    prompt: str | None = None  # None: the start of a validation document (fits any dataset)
     max_new_tokens: int = 200
     temperature: float = 0.8
     top_k: int | None = 50

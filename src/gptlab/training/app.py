@@ -354,7 +354,8 @@ def generate_sample(cfg: TrainConfig, module: GPTLightningModule, datamodule: To
     if s.max_new_tokens <= 0:
         return ""
     tok = datamodule.tokenizer
-    prompt = datamodule.sample_prompt()  # the start of a validation document: a sample that fits the data
+    # sample.prompt when given, else the start of a validation document: a sample that fits the data
+    prompt = list(tok.encode(s.prompt)) if s.prompt else datamodule.sample_prompt()
     gen = torch.Generator(device=module.device).manual_seed(cfg.seed)
     ids = list(sample_tokens(module.model, prompt, s.max_new_tokens, s.temperature, s.top_k, s.top_p, gen))
     return tok.decode(prompt + ids)
