@@ -1,7 +1,8 @@
 """Write report.md (tables, CIs, verdicts, PNG figures) for a sweep directory; no network needed.
 
-usage: python scripts/report.py multirun/<sweep dir> [out=<dir>] [figures=false] [wandb=true]
-(wandb=true also logs the figures to the sweep's summary run, offline unless logger.mode=online)
+usage: python scripts/report.py multirun/<sweep dir> [out=<dir>] [figures=false] [wandb=true] [baseline=<arm>]
+(wandb=true also logs the figures to the sweep's summary run, offline unless logger.mode=online;
+baseline=<arm> compares every arm with that one instead of the sweep's baseline)
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 
-OPTIONS = {"out": None, "figures": "true", "wandb": "false"}
+OPTIONS = {"out": None, "figures": "true", "wandb": "false", "baseline": None}
 
 
 def main(argv: list[str] | None = None) -> int:

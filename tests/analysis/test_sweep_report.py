@@ -178,9 +178,9 @@ def test_planned_jobs_not_started_are_listed(tmp_path: Path) -> None:
     assert {j.values["model/placement"] for j in jobs} == {"pre", "post"}
 
 
-def test_across_cells_table_is_the_depth_check(tmp_path: Path) -> None:
-    """A two-depth sweep written as files: its "Across cells" rows are (n_layer=8 − n_layer=2) per arm,
-    each at its own best LR, paired over seeds, recomputed here from the numbers written."""
+def _two_depth_sweep(root: Path) -> dict[tuple[str, str, str, str], float]:
+    """A two-depth ablate_init-like sweep written as files (no training): (depth, arm, lr, seed) → loss.
+    8 layers beat 2 for global, not for none; the per-seed noise is doubled at depth 8."""
     from gptlab.ablation.grid import build_grid
     from gptlab.ablation.sweep_dir import write_record
 
@@ -188,8 +188,7 @@ def test_across_cells_table_is_the_depth_check(tmp_path: Path) -> None:
         "model.depth_scaled_init", ["none", "global"], None, ["0.001", "0.003"], ["1", "2", "3"],
         {"model.n_layer": ["2", "8"]}, [],
     )  # fmt: skip
-    write_record(tmp_path, grid, "g")
-    # loss = base(depth, arm, lr) + per-seed noise; 8 layers beats 2 for global, not for none
+    write_record(root, grid, "g")
     base = {("2", "none"): 2.10, ("8", "none"): 2.11, ("2", "global"): 2.05, ("8", "global"): 1.95}
     lr_cost = {"0.001": 0.03, "0.003": 0.0}
     noise = {"1": 0.012, "2": -0.007, "3": 0.004}
@@ -199,24 +198,47 @@ def test_across_cells_table_is_the_depth_check(tmp_path: Path) -> None:
         key = (v["model.n_layer"], v["model.depth_scaled_init"], v["optim.lr"], v["seed"])
         depth_noise = noise[v["seed"]] * (2.0 if v["model.n_layer"] == "8" else 1.0)
         loss[key] = base[key[:2]] + lr_cost[key[2]] + depth_noise
-        (tmp_path / str(k)).mkdir()
+        (root / str(k)).mkdir()
         metrics = {
             "status": "finished",
             "final_val_loss": loss[key],
             "overrides": overrides,
             "vocab_size": 256,
         }
-        (tmp_path / str(k) / "metrics.json").write_text(json.dumps(metrics))
+        (root / str(k) / "metrics.json").write_text(json.dumps(metrics))
+    return loss
+
+
+def _paired(diffs: list[float]) -> str:
+    d, half = statistics.fmean(diffs), 4.303 * statistics.stdev(diffs) / math.sqrt(3)
+    return f"{d:.4f} [{d - half:.4f}, {d + half:.4f}]"
+
+
+def test_across_cells_table_is_the_depth_check(tmp_path: Path) -> None:
+    """Its "Across cells" rows are (n_layer=8 − n_layer=2) per arm, each at its own best LR, paired
+    over seeds, recomputed here from the numbers written."""
+    loss = _two_depth_sweep(tmp_path)
     proc = run_script("scripts/report.py", str(tmp_path), "figures=false", env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {r["arm"]: r for r in parse_table((tmp_path / "report.md").read_text(), "### Across cells")}
     for arm, expected in (("global", "better"), ("none", "within noise")):
         diffs = [loss[("8", arm, "0.003", s)] - loss[("2", arm, "0.003", s)] for s in ("1", "2", "3")]
-        d, half = statistics.fmean(diffs), 4.303 * statistics.stdev(diffs) / math.sqrt(3)
         row = rows[f"`{arm}`"]
         assert row["cells"] == "model.n_layer=8 − model.n_layer=2" and row["test"] == "paired t (n=3)"
-        assert (
-            row["Δ final val loss (cell − reference), mean [95% CI]"]
-            == f"{d:.4f} [{d - half:.4f}, {d + half:.4f}]"
-        )
+        assert row["Δ final val loss (cell − reference), mean [95% CI]"] == _paired(diffs)
         assert row["verdict"] == expected
+
+
+def test_report_baseline_option_compares_with_another_arm(tmp_path: Path) -> None:
+    loss = _two_depth_sweep(tmp_path)
+    proc = run_script("scripts/report.py", str(tmp_path), "figures=false", "baseline=global", env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (tmp_path / "report.md").read_text()
+    (row,) = parse_table(text, "#### Against the baseline")  # the first cell: n_layer=2
+    diffs = [loss[("2", "none", "0.003", s)] - loss[("2", "global", "0.003", s)] for s in ("1", "2", "3")]
+    assert row["arm"] == "`none`" and row["baseline"] == "`global`"
+    assert row["Δ final val loss (arm − baseline), mean [95% CI]"] == _paired(diffs)
+    bad = run_script("scripts/report.py", str(tmp_path), "figures=false", "baseline=per_layer", env=ENV)
+    lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
+    assert bad.returncode == 2 and len(lines) == 1 and "baseline='per_layer' is not an arm" in lines[0]
+    assert "none, global" in lines[0]

@@ -104,8 +104,11 @@ def ablation_section(jobs: list[Job], record: dict, out: Path, figures: bool) ->
     return lines, made
 
 
-def write_report(sweep_dir: str | Path, out: str | Path | None = None, figures: bool = True) -> Path:
-    """Write report.md (and figures/*.png) for the sweep; returns the report's path."""
+def write_report(
+    sweep_dir: str | Path, out: str | Path | None = None, figures: bool = True, baseline: str | None = None
+) -> Path:
+    """Write report.md (and figures/*.png) for the sweep; returns the report's path. `baseline`
+    replaces the sweep's baseline arm in the comparisons (ValueError when it is not an arm)."""
     root = Path(sweep_dir)
     jobs = read_sweep(root)
     out_dir = Path(out) if out is not None else root
@@ -129,6 +132,11 @@ def write_report(sweep_dir: str | Path, out: str | Path | None = None, figures: 
     if best:
         lines += ["", f"Optuna: {best}"]
     record = read_record(root)
+    if baseline is not None:
+        if record is None or baseline not in record.get("arms", []):
+            arms = ", ".join(record.get("arms", [])) if record else "none: not an ablation sweep"
+            raise ValueError(f"baseline={baseline!r} is not an arm of {root} (its arms: {arms})")
+        record = {**record, "baseline": baseline}
     if record is not None:
         section, _ = ablation_section(jobs, record, fig_dir, figures)
         lines += ["", *section]

@@ -73,14 +73,16 @@ def _flag(name: str, value: str | None) -> bool:
     return value == "true"
 
 
-def report_from_cli(sweep: str, out: str | None, figures: str | None, wandb: str | None) -> Path:
+def report_from_cli(
+    sweep: str, out: str | None, figures: str | None, wandb: str | None, baseline: str | None = None
+) -> Path:
     """scripts/report.py: the report, and with wandb=true the summary run of the sweep's group (the
     group and logger settings read from its multirun.yaml and ablation.json)."""
     from gptlab.ablation.sweep_dir import read_record
     from gptlab.analysis.report import write_report
 
     draw, log_it = _flag("figures", figures), _flag("wandb", wandb)
-    report = write_report(sweep, out=out, figures=draw)
+    report = write_report(sweep, out=out, figures=draw, baseline=baseline)
     if log_it:
         master = Path(sweep) / "multirun.yaml"
         if not master.is_file():
