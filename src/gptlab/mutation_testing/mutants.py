@@ -145,6 +145,15 @@ MUTANTS: list[Mutant] = [
            "the paired difference ignores the pairing (spread of a alone)"),
     Mutant("deepnorm_beta_exponent", "model/init.py", "return (8 * n_layer) ** -0.25",
            "return (8 * n_layer) ** -0.5", "DeepNet's beta with the wrong exponent"),
+    Mutant("across_cells_reversed", "analysis/arms.py",
+           "CellComparison(key, value, values[0], compare(arm, base), fixed)",
+           "CellComparison(key, value, values[0], compare(base, arm), fixed)",
+           "the depth check reads (shallow − deep): a deeper loss win reported as worse"),
+    Mutant("grad_profile_last_step", "analysis/grad_profile.py", "step = min(s for s, _ in series[0])",
+           "step = max(s for s, _ in series[0])", "the 'first telemetry step' profile is the last one"),
+    Mutant("config_record_not_checked", "ablation/launch.py",
+           "problem = conflict(sweep_dir, jobs) or config_conflict(sweep_dir, record, configs)",
+           "problem = conflict(sweep_dir, jobs)", "an edited preset resumes into the old sweep dir"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
