@@ -8,9 +8,9 @@
 #
 # Budget (docs/ablations.md, "Budget"): T=64, batch 16, 400 steps (409,600 tokens), warmup 40,
 # cosine, clip 1.0, 5 log-spaced LRs in [1e-3, 3e-2], 3 seeds; d=32 with 2 heads for the depth sweeps
-# (placement, warmup, init), d=96 L=4 for FFN and tying (8/3·96 = 256 exactly). Job times measured
-# with two streams side by side: d=32 L=8 ~30 s, L=2 ~9 s, d=96 L=4 ~43 s. Stream A ~4,400 s,
-# stream B ~3,800 s: ~1.25 h.
+# (placement, warmup, init), d=96 L=4 for FFN and tying (8/3·96 = 256 exactly). Measured on
+# 2026-12-01 with two streams side by side: d=32 L=8 ~33 s a job, L=2 ~10 s, d=96 L=4 ~44 s;
+# stream A 4,796 s, stream B ~5,100 s with init at 5 seeds: ~1.4 h (docs/ablations.md, Claims).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -43,8 +43,10 @@ stream_b() {
     hydra.sweep.dir="$OUT/warmup"
   # GPT-2's depth-scaled init vs none vs per-layer, across depth, in one sweep whose cells are
   # n_layer 2 and 8: its report's "Across cells" table is the depth check (each arm at L=8 against
-  # itself at L=2). 3 x 5 x 3 per depth: 45 x ~9 s (L=2) + 45 x ~30 s (L=8).
-  timed init train.py -m experiment=ablate_init hydra.sweep.dir="$OUT/init"
+  # itself at L=2). 5 seeds, not 3: with 3 the L=2 model's best LR (the grid's top) had a seed
+  # spread of 0.2 and the check's interval could not exclude 0 (docs/ablations.md). 3 x 5 x 5 per
+  # depth: 75 x ~10 s (L=2) + 75 x ~32 s (L=8).
+  timed init train.py -m experiment=ablate_init hydra.sweeper.seeds=5 hydra.sweep.dir="$OUT/init"
   # The seeds' variance law at init (v_2L = v0 + 2L·σ², flat under 1/sqrt(2L)) and the gradient
   # profile at init in Xiong et al.'s setting; no training, ~30 s each.
   timed init_report_L8 scripts/init_report.py model=pre_rmsnorm_swiglu model.n_layer=8 out="$OUT/init_report_L8"
