@@ -45,3 +45,16 @@ def test_profile_table_is_the_seed_mean_at_the_best_lr() -> None:
     assert row["LR"] == "0.001" and row["step"] == "49" and row["seeds"] == "3"
     assert [float(row[f"block {b}"]) for b in range(3)] == pytest.approx(means, rel=2e-3)
     assert float(row["last / first"]) == pytest.approx(means[2] / means[0], rel=2e-3)
+
+
+def test_arms_of_different_depth_keep_the_columns_aligned() -> None:
+    """arm = n_layer: a 2-block arm's row leaves block 2 empty; last/first stays its own."""
+    seeds = ["1", "2", "3"]
+    shallow, deep = LRPoint(1e-3), LRPoint(1e-3)
+    for s in seeds:
+        shallow.jobs[s] = _job(2.2, {49: [0.4, 0.1]})
+        deep.jobs[s] = _job(2.1, {49: [0.3, 0.2, 0.6]})
+    arms = [ArmSummary("2", [shallow], seeds, math.log(256)), ArmSummary("8", [deep], seeds, math.log(256))]
+    rows = {r["arm"]: r for r in parse_table("## t\n\n" + profile_table(Cell({}, arms, "2")), "## t")}  # type: ignore[operator]
+    assert rows["`2`"]["block 2"] == "—" and float(rows["`2`"]["last / first"]) == pytest.approx(0.25)
+    assert float(rows["`8`"]["block 2"]) == pytest.approx(0.6) and float(rows["`8`"]["last / first"]) == 2.0

@@ -238,7 +238,9 @@ def test_report_baseline_option_compares_with_another_arm(tmp_path: Path) -> Non
     diffs = [loss[("2", "none", "0.003", s)] - loss[("2", "global", "0.003", s)] for s in ("1", "2", "3")]
     assert row["arm"] == "`none`" and row["baseline"] == "`global`"
     assert row["Δ final val loss (arm − baseline), mean [95% CI]"] == _paired(diffs)
-    bad = run_script("scripts/report.py", str(tmp_path), "figures=false", "baseline=per_layer", env=ENV)
+    elsewhere = tmp_path / "elsewhere"
+    bad = run_script("scripts/report.py", str(tmp_path), f"out={elsewhere}", "baseline=per_layer", env=ENV)
     lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
     assert bad.returncode == 2 and len(lines) == 1 and "baseline='per_layer' is not an arm" in lines[0]
     assert "none, global" in lines[0]
+    assert not elsewhere.exists()  # refused before anything is written

@@ -10,6 +10,7 @@ job is skipped without touching its files, an interrupted one is re-launched wit
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -102,7 +103,7 @@ def check_jobs_compose(sweeper: Any, grid: Grid) -> dict[str, Any]:
         for key in (SEED_KEY, "ckpt_path"):
             container.pop(key, None)  # type: ignore[union-attr]
         container.get("optim", {}).pop("lr", None)  # type: ignore[union-attr]
-        configs[identity] = container
+        configs[identity] = json.loads(json.dumps(container, default=str))  # as ablation.json holds it
     return configs
 
 

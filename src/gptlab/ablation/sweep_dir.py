@@ -41,7 +41,7 @@ def write_record(
     sweep_dir.mkdir(parents=True, exist_ok=True)
     data = {**asdict(grid), "group": group, "jobs": grid.jobs(), "configs": configs or {}}
     tmp = sweep_dir / (RECORD + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
     os.replace(tmp, sweep_dir / RECORD)
 
 
@@ -102,12 +102,13 @@ def first_difference(old: Any, new: Any, path: str = "") -> tuple[str, Any, Any]
 def config_conflict(sweep_dir: Path, record: dict[str, Any] | None, configs: dict[str, Any]) -> str | None:
     """Why this grid's jobs may not continue in `sweep_dir` although their overrides match: a job
     composes to another config than when the sweep started (a preset or a default was edited), so
-    the finished jobs would be mixed with jobs of a different experiment. None when all agree."""
+    the finished jobs would be mixed with jobs of a different experiment. None when all agree.
+    `configs`: (cell, arm) → composed config in JSON form (launch.check_jobs_compose)."""
     old_configs = (record or {}).get("configs") or {}
     for identity, new in configs.items():
         if identity not in old_configs:
             continue
-        diff = first_difference(old_configs[identity], json.loads(json.dumps(new, default=str)))
+        diff = first_difference(old_configs[identity], new)
         if diff:
             key, was, now = diff
             return (

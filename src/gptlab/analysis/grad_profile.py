@@ -13,7 +13,7 @@ import statistics
 
 from gptlab.analysis.arms import Cell, LRPoint
 from gptlab.analysis.jobs import Job
-from gptlab.analysis.tables import table
+from gptlab.analysis.tables import EMPTY, table
 
 BLOCK_FFN = re.compile(r"^grad_norm/block_(\d+)/ffn$")
 
@@ -57,8 +57,9 @@ def profile_table(cell: Cell) -> str | None:
     if not rows:
         return None
     head = ["arm", "LR", "step", "seeds", *[f"block {b}" for b in range(n_blocks)], "last / first"]
-    body = [
-        [f"`{arm}`", f"{lr:.3g}", str(step), str(n), *[f"{v:.3g}" for v in means], f"{ratio:.3g}"]
+    body = [  # arms of different depth (arm = n_layer) leave their missing blocks empty
+        [f"`{arm}`", f"{lr:.3g}", str(step), str(n), *[f"{v:.3g}" for v in means],
+         *[EMPTY] * (n_blocks - len(means)), f"{ratio:.3g}"]
         for arm, lr, step, n, means, ratio in rows
-    ]
+    ]  # fmt: skip
     return table(head, body)

@@ -111,6 +111,12 @@ def write_report(
     replaces the sweep's baseline arm in the comparisons (ValueError when it is not an arm)."""
     root = Path(sweep_dir)
     jobs = read_sweep(root)
+    record = read_record(root)
+    if baseline is not None:  # checked before anything is written
+        if record is None or baseline not in record.get("arms", []):
+            arms = ", ".join(record.get("arms", [])) if record else "none: not an ablation sweep"
+            raise ValueError(f"baseline={baseline!r} is not an arm of {root} (its arms: {arms})")
+        record = {**record, "baseline": baseline}
     out_dir = Path(out) if out is not None else root
     fig_dir = out_dir / "figures"
     if figures:
@@ -131,12 +137,6 @@ def write_report(
     best = optuna_results(root)
     if best:
         lines += ["", f"Optuna: {best}"]
-    record = read_record(root)
-    if baseline is not None:
-        if record is None or baseline not in record.get("arms", []):
-            arms = ", ".join(record.get("arms", [])) if record else "none: not an ablation sweep"
-            raise ValueError(f"baseline={baseline!r} is not an arm of {root} (its arms: {arms})")
-        record = {**record, "baseline": baseline}
     if record is not None:
         section, _ = ablation_section(jobs, record, fig_dir, figures)
         lines += ["", *section]
