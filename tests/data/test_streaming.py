@@ -117,3 +117,25 @@ def test_streaming_options_name_their_source(make_cfg, tmp_path: Path) -> None:
         prepare_tokens(make_cfg(source="parquet", path=str(tmp_path / "x.parquet"), doc_separator=SEP))
     with pytest.raises(ValueError, match=r"data\.streaming=true applies to data\.source=hub, not text"):
         prepare_tokens(make_cfg(source="text", path=str(tmp_path), streaming=True))
+
+
+def test_bpe_trains_on_a_separator_split_file(make_cfg, tmp_path: Path, monkeypatch) -> None:
+    """Issue 25.9: BPE trained on the train documents of a data.doc_separator stream, end to end."""
+    monkeypatch.setattr(streaming, "READ_CHUNK", 64)  # separators straddle reads
+    monkeypatch.setattr(streaming, "MAX_PIECE", 100)  # the long story comes in pieces
+    stories = [f"Story {i}: the cat sat on the mat and dreamed of fish number {i}.\n" for i in range(9)]
+    stories[4] = "A long one, Grüße. " * 40  # ~800 bytes: cut into pieces, still one document
+    f = tmp_path / "stories.txt"
+    f.write_text(SEP.join(stories))
+    cfg = make_cfg(source="text", path=str(f), doc_separator=SEP, tokenizer="bpe", bpe_vocab_size=300)
+    cfg.val_fraction = 1 / 3  # document i is val iff i % 3 == 0
+    texts = list(packing._train_texts(cfg))
+    assert "".join(texts) == "".join(s for i, s in enumerate(stories) if i % 3)  # train documents only
+    assert len(texts) > 6  # the long story came as several pieces
+    packed = prepare_tokens(cfg)
+    tok = packed.tokenizer
+    assert packed.meta["tokenizer"].startswith("bpe") and tok.eos_id is not None
+    for split, want in (("train", [s for i, s in enumerate(stories) if i % 3]), ("val", stories[::3])):
+        tokens = packed.tokens(split)
+        assert int(tokens[-1]) == tok.eos_id and int((np.asarray(tokens) == tok.eos_id).sum()) == len(want)
+        assert tok.decode(tokens).split("<|endoftext|>")[:-1] == want

@@ -255,10 +255,11 @@ def _train_texts(cfg: DataConfig) -> Iterator[str]:
     """The train documents' pieces of the stream, for BPE training (a second pass over the source)."""
     period = val_period(cfg.val_fraction)
     doc = 0
-    for raw, end in pieces(cfg):
-        if doc % period:
-            yield raw.decode("utf-8")
-        doc += end
+    for raws, ends in pieces(cfg):  # chunks: parallel lists of pieces and "ends its document"
+        for raw, end in zip(raws, ends, strict=True):
+            if doc % period:
+                yield raw.decode("utf-8")
+            doc += end
 
 
 def _pack_stream(cfg: DataConfig, tmp: Path, source_fp: str) -> tuple[Tokenizer, dict, int]:
