@@ -59,7 +59,15 @@ def _params(sweeper: Any) -> dict[str, list[str]]:
     parser = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader)
     params = sweeper.spec["params"] or {}
     parsed = parser.parse_overrides([f"{k}={v}" for k, v in params.items()])
-    return {o.get_key_element(): [str(v) for v in o.sweep_string_iterator()] for o in parsed}
+    # a single value (ablate_init_quick's `model.n_layer: "1"`) is a cell of one, not a sweep
+    return {
+        o.get_key_element(): (
+            [str(v) for v in o.sweep_string_iterator()]
+            if o.is_sweep_override()
+            else [o.get_value_element_as_str()]
+        )
+        for o in parsed
+    }
 
 
 def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
