@@ -1,8 +1,11 @@
 """Write report.md (tables, CIs, verdicts, PNG figures) for a sweep directory; no network needed.
 
-usage: python scripts/report.py multirun/<sweep dir> [out=<dir>] [figures=false] [wandb=true] [baseline=<arm>]
+usage: python scripts/report.py <sweep dir> [out=<dir>] [figures=false] [wandb=true] [baseline=<arm>]
+       [lr_sensitivity=init|wortsman]
 (wandb=true also logs the figures to the sweep's summary run, offline unless logger.mode=online;
-baseline=<arm> compares every arm with that one instead of the sweep's baseline)
+baseline=<arm> compares every arm with that one instead of the sweep's baseline;
+lr_sensitivity=wortsman counts a diverged run at min(final loss, loss at init), the paper's
+definition, instead of the default's loss at init)
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 
-OPTIONS = {"out": None, "figures": "true", "wandb": "false", "baseline": None}
+OPTIONS = {"out": None, "figures": "true", "wandb": "false", "baseline": None, "lr_sensitivity": "init"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         for arg in args[1:]:
             key, sep, value = arg.partition("=")
             if not sep or key not in OPTIONS:
-                raise ValueError(f"argument {arg!r} is not accepted; {__doc__.splitlines()[2]}")
+                raise ValueError(f"argument {arg!r} is not accepted; {' '.join(__doc__.splitlines()[2:4])}")
             options[key] = value
         print(report_from_cli(args[0], **options))
     except (ValueError, FileNotFoundError) as err:

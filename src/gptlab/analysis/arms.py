@@ -8,12 +8,23 @@ Definitions (docs/ablations.md states them for readers):
 - an arm's *best LR* is the grid LR with the lowest mean result, among the LRs where every seed has
   a result; the loss there is the mean over seeds with a 95% t interval.
 - *LR sensitivity* (Wortsman et al. 2023) is E over the LR grid of min(loss, loss at init) minus
-  the minimum over the grid, with a diverged run counted at the loss at init. Computed per seed
-  over that seed's LR curve and reported as the mean over seeds with a 95% t interval.
+  the minimum over the grid. What a diverged run counts as is a setting (`SENSITIVITY_MODES`):
+  "init" (the default) counts every run flagged diverged at the loss at init, even when its final
+  loss is finite (a train loss above 3× its first is a failed run that clipping kept finite);
+  "wortsman" is the paper's min(final loss, loss at init): only a non-finite final loss counts at
+  the loss at init. Computed per seed over that seed's LR curve (a seed with a missing job is left
+  out) and reported as the mean over seeds with a 95% t interval clipped to [0, loss at init], the
+  range the quantity cannot leave (each seed's value is a mean minus a minimum, so >= 0).
 - the *loss at init* is ln(vocab size): the loss of the uniform prediction, which the small-σ
   init starts within ~0.01 of, the same for every arm (so no arm's divergences are cheaper).
 - the comparison with the baseline arm is (arm − baseline) at each arm's own best LR: a paired t
-  interval over the seeds when both have results for the same seeds, Welch's otherwise.
+  interval over the seeds when both have results for the same seeds, Welch's otherwise, no
+  interval at all with one seed ("1 seed: no interval").
+- a comparison is *complete* when every planned (LR, seed) job of both arms (ablation.json's grid)
+  has a result. Otherwise a best LR may have been picked from a partial curve, so the verdict is
+  never better/worse: "incomplete: <which arm, LR, seeds> missing" when a job has no result at all
+  (its point could have been anywhere), "inconclusive (partial curve): <...> diverged" when every
+  gap is a diverged or non-finite run. The difference is still shown.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from gptlab.ablation.grid import LR_KEY, SEED_KEY
 from gptlab.analysis.jobs import Job
 from gptlab.analysis.stats import (
     Interval,
+    clip_interval,
     lr_sensitivity,
     mean_interval,
     paired_difference,
@@ -36,6 +48,9 @@ from gptlab.analysis.stats import (
 )
 
 RESULT, DIVERGED, MISSING = "result", "diverged", "missing"
+SENSITIVITY_MODES = ("init", "wortsman")  # what a diverged run counts as in LR sensitivity
+DIVERGED_KINDS = ("diverged", "non-finite loss")  # gaps that are results of a kind, not absences
+MAX_GAP_GROUPS = 4  # a verdict names this many (arm, LR, kind) groups, then "and k more"
 
 
 def outcome(job: Job) -> str:
@@ -45,6 +60,29 @@ def outcome(job: Job) -> str:
     if job.status == "finished" and loss is not None and math.isfinite(loss):
         return RESULT
     return MISSING
+
+
+def gap_kind(job: Job | None) -> str | None:
+    """Why a planned job gives no result (None: it has one): "missing" (no job dir or no
+    metrics.json), its status ("failed", "not started", ...), "diverged" or "non-finite loss"."""
+    if job is None:
+        return "missing"
+    kind = outcome(job)
+    if kind == RESULT:
+        return None
+    if kind == DIVERGED:
+        loss = job.metric("final_val_loss")
+        return "non-finite loss" if loss is not None and not math.isfinite(loss) else "diverged"
+    return "no final val loss" if job.status == "finished" else job.status
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A planned (LR, seed) job of one arm without a result."""
+
+    lr: float
+    seed: str
+    kind: str
 
 
 @dataclass
@@ -75,6 +113,18 @@ class ArmSummary:
     points: list[LRPoint]  # in grid order
     seeds: list[str]
     loss_at_init: float | None
+    sensitivity_mode: str = "init"  # one of SENSITIVITY_MODES
+    where: str = ""  # the cell's title, to name this arm in an across-cells comparison
+
+    def gaps(self) -> list[Gap]:
+        """Every planned (LR, seed) of this arm without a result, in grid order."""
+        out = []
+        for p in self.points:
+            for s in self.seeds:
+                kind = gap_kind(p.jobs.get(s))
+                if kind is not None:
+                    out.append(Gap(p.lr, s, kind))
+        return out
 
     @property
     def best(self) -> LRPoint | None:
@@ -96,13 +146,23 @@ class ArmSummary:
             jobs = [p.jobs.get(s) for p in self.points]
             if any(j is None or outcome(j) == MISSING for j in jobs):
                 continue
-            losses = [j.metric("final_val_loss") if outcome(j) == RESULT else None for j in jobs]  # type: ignore[union-attr]
-            out[s] = lr_sensitivity(losses, self.loss_at_init)
+            out[s] = lr_sensitivity([self._sensitivity_loss(j) for j in jobs], self.loss_at_init)  # type: ignore[arg-type]
         return out
 
+    def _sensitivity_loss(self, job: Job) -> float | None:
+        """The loss a job adds to its seed's LR curve; None counts at the loss at init."""
+        if outcome(job) == RESULT:
+            return job.metric("final_val_loss")
+        if self.sensitivity_mode == "wortsman":  # min(final loss, loss at init), finite or not
+            return job.metric("final_val_loss")
+        return None  # "init": a diverged run counts at the loss at init, whatever its final loss
+
     def sensitivity(self) -> Interval | None:
+        """Mean over seeds, t interval clipped to [0, loss at init] (the quantity's range)."""
         values = list(self.sensitivity_per_seed().values())
-        return mean_interval(values) if values else None
+        if not values or self.loss_at_init is None:
+            return None
+        return clip_interval(mean_interval(values), 0.0, self.loss_at_init)
 
 
 @dataclass
@@ -111,20 +171,60 @@ class Comparison:
     baseline: str
     diff: Interval | None
     verdict: str
+    planned: int = 0  # planned (LR, seed) jobs of the two arms together
+    gaps: list[str] = field(default_factory=list)  # those without a result, grouped by arm, LR, kind
+    planned_seeds: int = 0
+    n_gaps: int = 0  # planned jobs without a result
+
+    @property
+    def complete(self) -> bool:
+        return not self.gaps
+
+
+def describe_gaps(name: str, gaps: list[Gap]) -> list[str]:
+    """ "untied lr 0.01 seeds 1, 2 missing": one phrase per (LR, kind), in grid order."""
+    groups: dict[tuple[float, str], list[str]] = {}
+    for g in gaps:
+        groups.setdefault((g.lr, g.kind), []).append(g.seed)
+    return [
+        f"{name} lr {lr:.3g} seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)} {kind}"
+        for (lr, kind), seeds in groups.items()
+    ]
+
+
+def _gap_verdict(phrases: list[str], any_absent: bool, head: str | None = None) -> str:
+    shown = phrases[:MAX_GAP_GROUPS]
+    more = len(phrases) - len(shown)
+    text = "; ".join(shown) + (f"; and {more} more" if more else "")
+    head = head or ("incomplete" if any_absent else "inconclusive (partial curve)")
+    return f"{head}: {text}"
 
 
 def compare(arm: ArmSummary, base: ArmSummary) -> Comparison:
-    """(arm − baseline) at each one's best LR: paired by seed when the seeds match, Welch otherwise."""
+    """(arm − baseline) at each one's best LR: paired by seed when the seeds match, Welch otherwise;
+    better/worse only when the comparison is complete (every planned job of both arms has a result)."""
+    if arm.arm == base.arm:  # the same arm in two cells (across cells): name the cells
+        names = (f"{arm.arm} at {arm.where}", f"{base.arm} at {base.where}")
+    else:
+        names = (arm.arm, base.arm)
+    gaps_a, gaps_b = arm.gaps(), base.gaps()
+    phrases = describe_gaps(names[0], gaps_a) + describe_gaps(names[1], gaps_b)
+    absent = any(g.kind not in DIVERGED_KINDS for g in gaps_a + gaps_b)
+    planned = len(arm.points) * len(arm.seeds) + len(base.points) * len(base.seeds)
+    n_gaps = len(gaps_a) + len(gaps_b)
+    info = {"planned": planned, "gaps": phrases, "planned_seeds": len(arm.seeds), "n_gaps": n_gaps}
     a, b = arm.best, base.best
     if a is None or b is None:
-        return Comparison(arm.arm, base.arm, None, "no complete LR")
+        text = _gap_verdict(phrases, absent, "no complete LR") if phrases else "no complete LR"
+        return Comparison(arm.arm, base.arm, None, text, **info)  # type: ignore[arg-type]
     ra, rb = a.results(), b.results()
-    if set(ra) == set(rb) and len(ra) >= 2:
+    if set(ra) == set(rb):
         seeds = sorted(ra)
         diff = paired_difference([ra[s] for s in seeds], [rb[s] for s in seeds])
     else:
         diff = welch_difference(list(ra.values()), list(rb.values()))
-    return Comparison(arm.arm, base.arm, diff, verdict(diff))
+    text = _gap_verdict(phrases, absent) if phrases else verdict(diff)
+    return Comparison(arm.arm, base.arm, diff, text, **info)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -134,6 +234,10 @@ class Cell:
     values: dict[str, str]
     arms: list[ArmSummary]
     baseline: str
+
+    def __post_init__(self) -> None:
+        for a in self.arms:  # an across-cells comparison names each side by its cell
+            a.where = a.where or self.title
 
     @property
     def title(self) -> str:
@@ -191,8 +295,10 @@ def loss_at_init(jobs: list[Job]) -> float | None:
     return math.log(max(sizes)) if sizes else None
 
 
-def arrange(jobs: list[Job], record: dict[str, Any]) -> list[Cell]:
-    """Cells of the grid in `record` (ablation.json), each with its arms in grid order."""
+def arrange(jobs: list[Job], record: dict[str, Any], sensitivity: str = "init") -> list[Cell]:
+    """Cells of the grid in `record` (ablation.json), each with its arms in grid order; `sensitivity`
+    is what a diverged run counts as in LR sensitivity (one of SENSITIVITY_MODES)."""
+    check_sensitivity_mode(sensitivity)
     arm_key, arms, seeds = record["arm"], list(record["arms"]), list(record["seeds"])
     lrs, cell_keys = list(record["lrs"]), list(record.get("cells", {}))
     cell_values = [dict(zip(cell_keys, combo, strict=True)) for combo in _product(record.get("cells", {}))]
@@ -207,9 +313,14 @@ def arrange(jobs: list[Job], record: dict[str, Any]) -> list[Cell]:
                 if j.values.get(arm_key) != arm or j.values.get(LR_KEY) not in lrs:
                     continue
                 points[lrs.index(j.values[LR_KEY])].jobs[j.values.get(SEED_KEY, "?")] = j
-            summaries.append(ArmSummary(arm, points, seeds, init))
+            summaries.append(ArmSummary(arm, points, seeds, init, sensitivity))
         cells.append(Cell(values, summaries, record["baseline"]))
     return cells
+
+
+def check_sensitivity_mode(mode: str) -> None:
+    if mode not in SENSITIVITY_MODES:
+        raise ValueError(f"lr_sensitivity={mode!r} is not accepted; choose {' or '.join(SENSITIVITY_MODES)}")
 
 
 def _product(cells: dict[str, list[str]]) -> list[tuple[str, ...]]:

@@ -19,24 +19,42 @@ import yaml
 from gptlab.ablation.grid import LR_KEY, SEED_KEY
 from gptlab.ablation.sweep_dir import read_record
 from gptlab.analysis import grad_profile, sweep_figures, tables
-from gptlab.analysis.arms import across_cells, arrange, loss_at_init
+from gptlab.analysis.arms import across_cells, arrange, check_sensitivity_mode, loss_at_init
 from gptlab.analysis.jobs import Job, read_sweep
 from gptlab.analysis.tables import parse_table  # noqa: F401 - re-exported: tests and tools read tables
 
-ABLATION_NOTE = (
-    "Final val loss = validation loss at the last step. Diverged jobs (non-finite, or a train loss "
-    "above 3× its first) and jobs without a result (failed, killed, not started) are counted in the "
-    "tables and never averaged in. Best LR: lowest mean over the LRs where every seed has a result. "
-    "LR sensitivity (Wortsman et al. 2023): mean over the LR grid of min(loss, loss at init) − the "
-    "grid's minimum, a diverged run counted at the loss at init; per seed, then mean [95% CI] over "
-    "seeds. Comparison: (arm − baseline), each at its own best LR; paired t over seeds when both "
-    "have the same seeds, Welch t otherwise; better/worse when the 95% CI excludes 0."
-)
+SENSITIVITY_NOTE = {
+    "init": "a run flagged diverged counted at the loss at init even when its final loss is finite "
+    "(lr_sensitivity=init, the default; lr_sensitivity=wortsman takes the paper's min(final loss, loss "
+    "at init))",
+    "wortsman": "every run at min(final loss, loss at init), so only a non-finite final loss counts at "
+    "the loss at init (lr_sensitivity=wortsman, the paper's definition; the default, init, counts every "
+    "run flagged diverged at the loss at init)",
+}
+
+
+def ablation_note(sensitivity: str) -> str:
+    return (
+        "Final val loss = validation loss at the last step. Diverged jobs (non-finite, or a train loss "
+        "above 3× its first) and jobs without a result (failed, killed, not started) are counted in the "
+        "tables and never averaged in. Best LR: lowest mean over the LRs where every seed has a result "
+        '("partial curve": some planned job of the arm has none). LR sensitivity (Wortsman et al. 2023): '
+        "mean over the LR grid of min(loss, loss at init) − the grid's minimum, "
+        f"{SENSITIVITY_NOTE[sensitivity]}; per seed (seeds with a missing job left out), then mean over "
+        "seeds with a 95% t interval clipped to [0, loss at init], the range it cannot leave "
+        '("(clipped)" where a bound moved). Comparison: (arm − baseline), each at its own best LR; '
+        "paired t over seeds when both have the same seeds, Welch t otherwise, no interval with one "
+        "seed; better/worse when the 95% CI excludes 0 and every planned (LR, seed) job of both arms "
+        'has a result. Otherwise the verdict names the jobs without one: "incomplete" when some have '
+        'no result at all, "inconclusive (partial curve)" when all of them diverged.'
+    )
+
 
 ACROSS_NOTE = (
     "Each arm against itself in the cell whose value of that key is the grid's first (e.g. n_layer=8 "
     "against n_layer=2: the depth check), each cell at its own best LR, the other keys equal; paired t "
-    "over seeds when both cells have results for the same seeds, Welch t otherwise."
+    "over seeds when both cells have results for the same seeds, Welch t otherwise. The same rule for "
+    "incomplete comparisons: better/worse only when every planned job of the arm in both cells has a result."
 )
 
 
@@ -67,9 +85,11 @@ def optuna_results(sweep_dir: Path) -> str | None:
     return f"best value {res.get('best_value')} at {res.get('best_params')}"
 
 
-def ablation_section(jobs: list[Job], record: dict, out: Path, figures: bool) -> tuple[list[str], list[Path]]:
+def ablation_section(
+    jobs: list[Job], record: dict, out: Path, figures: bool, sensitivity: str = "init"
+) -> tuple[list[str], list[Path]]:
     """The ablation's tables (per cell) and its LR figure; returns markdown lines and figure paths."""
-    cells = arrange(jobs, record)
+    cells = arrange(jobs, record, sensitivity)
     init = loss_at_init(jobs)
     experiment = str(
         next((j.values.get("experiment") for j in jobs if j.values.get("experiment")), "ablation")
@@ -82,7 +102,7 @@ def ablation_section(jobs: list[Job], record: dict, out: Path, figures: bool) ->
         f"LR grid `{LR_KEY}`: {', '.join(record['lrs'])}. Seeds `{SEED_KEY}`: {', '.join(record['seeds'])}. "
         f"Loss at init: ln(vocab) = {tables.fmt(init)}.",
         "",
-        ABLATION_NOTE,
+        ablation_note(sensitivity),
     ]
     made = []
     if figures:
@@ -105,10 +125,16 @@ def ablation_section(jobs: list[Job], record: dict, out: Path, figures: bool) ->
 
 
 def write_report(
-    sweep_dir: str | Path, out: str | Path | None = None, figures: bool = True, baseline: str | None = None
+    sweep_dir: str | Path,
+    out: str | Path | None = None,
+    figures: bool = True,
+    baseline: str | None = None,
+    sensitivity: str = "init",
 ) -> Path:
     """Write report.md (and figures/*.png) for the sweep; returns the report's path. `baseline`
-    replaces the sweep's baseline arm in the comparisons (ValueError when it is not an arm)."""
+    replaces the sweep's baseline arm in the comparisons (ValueError when it is not an arm);
+    `sensitivity` is what a diverged run counts as in LR sensitivity (arms.SENSITIVITY_MODES)."""
+    check_sensitivity_mode(sensitivity)  # checked before anything is written
     root = Path(sweep_dir)
     jobs = read_sweep(root)
     record = read_record(root)
@@ -138,7 +164,7 @@ def write_report(
     if best:
         lines += ["", f"Optuna: {best}"]
     if record is not None:
-        section, _ = ablation_section(jobs, record, fig_dir, figures)
+        section, _ = ablation_section(jobs, record, fig_dir, figures, sensitivity)
         lines += ["", *section]
     lines += ["", "## Jobs", "", tables.job_table(jobs, keys)]
     seeds = tables.seed_table(jobs, keys) if record is None else None

@@ -58,6 +58,7 @@ class Interval:
     n: int
     df: float
     test: str  # how the interval was made, for the table: "t", "paired t", "Welch t"
+    clipped: bool = False  # cut to the range the quantity cannot leave (see `clip_interval`)
 
     @property
     def half_width(self) -> float:
@@ -87,15 +88,16 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> Interval:
     if len(a) != len(b):
         raise ValueError("paired_difference needs one value of each arm per seed")
     d = mean_interval([x - y for x, y in zip(a, b, strict=True)])
-    return replace(d, test="paired t")
+    return replace(d, test="paired t") if len(a) >= 2 else no_interval(d.mean, len(a))
 
 
 def welch_difference(a: Sequence[float], b: Sequence[float]) -> Interval:
-    """a - b for independent samples: Welch's t with the Welch–Satterthwaite degrees of freedom."""
+    """a - b for independent samples: Welch's t with the Welch–Satterthwaite degrees of freedom
+    (fewer than 2 values on either side: no interval, no test)."""
     na, nb = len(a), len(b)
     mean = statistics.fmean(a) - statistics.fmean(b)
     if na < 2 or nb < 2:
-        return Interval(mean, math.nan, math.nan, na + nb, 0, "Welch t")
+        return no_interval(mean, min(na, nb))
     va, vb = statistics.variance(a) / na, statistics.variance(b) / nb
     se = math.sqrt(va + vb)
     if se == 0:
@@ -104,10 +106,24 @@ def welch_difference(a: Sequence[float], b: Sequence[float]) -> Interval:
     return _t_interval(mean, se, df, na + nb, "Welch t")
 
 
+def clip_interval(i: Interval, low: float, high: float) -> Interval:
+    """The t interval cut to [low, high], for a quantity that cannot leave that range (LR
+    sensitivity lies in [0, loss at init]); `clipped` is set when a bound moved. The mean is kept."""
+    if not (math.isfinite(i.low) and math.isfinite(i.high)):
+        return i
+    lo, hi = max(i.low, low), min(i.high, high)
+    return replace(i, low=lo, high=hi, clipped=lo != i.low or hi != i.high)
+
+
+def no_interval(mean: float, n: int) -> Interval:
+    """A difference over fewer than 2 seeds: the mean alone, no t statistic (df would be 0)."""
+    return Interval(mean, math.nan, math.nan, n, math.nan, "none")
+
+
 def verdict(diff: Interval) -> str:
     """Lower loss is better: the arm is better when the whole interval of (arm - baseline) is < 0."""
     if not (math.isfinite(diff.low) and math.isfinite(diff.high)):
-        return "no CI (one seed)"
+        return f"{diff.n} seed: no interval" if diff.n == 1 else "no interval"
     if diff.high < 0:
         return "better"
     if diff.low > 0:

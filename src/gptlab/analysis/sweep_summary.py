@@ -74,7 +74,12 @@ def _flag(name: str, value: str | None) -> bool:
 
 
 def report_from_cli(
-    sweep: str, out: str | None, figures: str | None, wandb: str | None, baseline: str | None = None
+    sweep: str,
+    out: str | None,
+    figures: str | None,
+    wandb: str | None,
+    baseline: str | None = None,
+    lr_sensitivity: str = "init",
 ) -> Path:
     """scripts/report.py: the report, and with wandb=true the summary run of the sweep's group (the
     group and logger settings read from its multirun.yaml and ablation.json)."""
@@ -82,7 +87,7 @@ def report_from_cli(
     from gptlab.analysis.report import write_report
 
     draw, log_it = _flag("figures", figures), _flag("wandb", wandb)
-    report = write_report(sweep, out=out, figures=draw, baseline=baseline)
+    report = write_report(sweep, out=out, figures=draw, baseline=baseline, sensitivity=lr_sensitivity)
     if log_it:
         master = Path(sweep) / "multirun.yaml"
         if not master.is_file():

@@ -25,12 +25,14 @@ def fmt(value: float | None, digits: int = 4) -> str:
 
 
 def fmt_interval(i: Interval | None, digits: int = 4) -> str:
-    """`mean [low, high]`, or the mean alone (one seed: no interval)."""
+    """`mean [low, high]`, or the mean alone (one seed: no interval); "(clipped)" when the t
+    interval was cut to the quantity's range."""
     if i is None:
         return EMPTY
     if not math.isfinite(i.low):
         return f"{i.mean:.{digits}f} (n={i.n}, no CI)"
-    return f"{i.mean:.{digits}f} [{i.low:.{digits}f}, {i.high:.{digits}f}]"
+    text = f"{i.mean:.{digits}f} [{i.low:.{digits}f}, {i.high:.{digits}f}]"
+    return text + " (clipped)" if i.clipped else text
 
 
 def row(cells: Sequence[str]) -> str:
@@ -63,7 +65,9 @@ def job_table(jobs: Sequence[Job], keys: Sequence[str]) -> str:
         if "steps" not in m and j.last_step() is not None:
             steps = f"{j.last_step()} (csv)"
         tps = j.metric("tokens_per_sec")
-        diverged = m.get("diverged")
+        # the report's reading (a non-finite loss or a non-finite-gradient stop is diverged even
+        # where metrics.json's own flag says false), so this column never contradicts the status
+        diverged = True if j.status == "diverged" else m.get("diverged")
         status = j.status if not j.problems else f"{j.status}: {'; '.join(j.problems)}"
         rows.append([
             j.name, f"`{overrides}`", f"{params:,}" if isinstance(params, int) else EMPTY, steps,
@@ -128,28 +132,46 @@ def arm_table(cell: Cell) -> str:
     for a in cell.arms:
         best = a.best
         lr = EMPTY if best is None else f"{best.lr:.3g}" + (" (grid edge)" if a.best_at_edge else "")
+        if best is not None and a.gaps():
+            lr += " (partial curve)"
         diverged = sum(p.count(DIVERGED) for p in a.points)
         missing = sum(len(a.seeds) - len(p.results()) - p.count(DIVERGED) for p in a.points)
+        sens, n_sens = a.sensitivity(), len(a.sensitivity_per_seed())
+        sens_text = fmt_interval(sens)
+        if sens is not None and n_sens < len(a.seeds):
+            sens_text += f" ({n_sens} of {len(a.seeds)} seeds)"
         rows.append([
             f"`{a.arm}`", lr, fmt_interval(best.interval() if best else None),
-            str(len(best.results())) if best else EMPTY, fmt_interval(a.sensitivity()),
-            f"{diverged} / {missing}",
+            str(len(best.results())) if best else EMPTY, sens_text, f"{diverged} / {missing}",
         ])  # fmt: skip
     return table(head, rows)
 
 
 def _test(c: Comparison) -> str:
+    """The test behind the interval: paired t (n seeds, "of N" when fewer than planned), Welch t
+    (its df), or none (one seed: no t statistic)."""
     if c.diff is None:
         return EMPTY
-    df = f"df={c.diff.df:.1f}" if c.diff.test == "Welch t" else f"n={c.diff.n}"
-    return f"{c.diff.test} ({df})"
+    if c.diff.test == "none":
+        return f"none ({c.diff.n} seed{'s' if c.diff.n != 1 else ''})"
+    if c.diff.test == "Welch t":
+        return f"Welch t (df={c.diff.df:.1f})"
+    of = f" of {c.planned_seeds} seeds" if c.planned_seeds and c.diff.n < c.planned_seeds else ""
+    return f"{c.diff.test} (n={c.diff.n}{of})"
+
+
+def _jobs(c: Comparison) -> str:
+    """How many of the planned (LR, seed) jobs of both arms the comparison rests on."""
+    return f"{c.planned - c.n_gaps} of {c.planned}" if c.planned else EMPTY
 
 
 def comparison_table(cell: Cell) -> str:
-    """(arm − baseline) at each arm's best LR with its 95% CI, the test used, and the verdict."""
-    head = ["arm", "baseline", f"Δ final val loss (arm − baseline), mean [{LEVEL:.0%} CI]", "test", "verdict"]
+    """(arm − baseline) at each arm's best LR with its 95% CI, the test used, the planned jobs it
+    rests on, and the verdict (never better/worse when a job of either arm has no result)."""
+    head = ["arm", "baseline", f"Δ final val loss (arm − baseline), mean [{LEVEL:.0%} CI]", "test",
+            "jobs with a result", "verdict"]  # fmt: skip
     rows = [
-        [f"`{c.arm}`", f"`{c.baseline}`", fmt_interval(c.diff), _test(c), c.verdict]
+        [f"`{c.arm}`", f"`{c.baseline}`", fmt_interval(c.diff), _test(c), _jobs(c), c.verdict]
         for c in cell.comparisons()
     ]
     return table(head, rows)
@@ -158,13 +180,13 @@ def comparison_table(cell: Cell) -> str:
 def across_cells_table(comparisons: Sequence[CellComparison]) -> str:
     """Each arm in one cell against itself in the reference cell, each at its own best LR."""
     head = ["arm", "cells", "other keys", f"Δ final val loss (cell − reference), mean [{LEVEL:.0%} CI]",
-            "test", "verdict"]  # fmt: skip
+            "test", "jobs with a result", "verdict"]  # fmt: skip
     rows = []
     for x in comparisons:
         c = x.comparison
         fixed = ", ".join(f"{k}={v}" for k, v in x.fixed.items()) or EMPTY
         cells = f"{x.key}={x.value} − {x.key}={x.reference}"
-        rows.append([f"`{c.arm}`", cells, fixed, fmt_interval(c.diff), _test(c), c.verdict])
+        rows.append([f"`{c.arm}`", cells, fixed, fmt_interval(c.diff), _test(c), _jobs(c), c.verdict])
     return table(head, rows)
 
 
