@@ -228,3 +228,51 @@ def test_sigterm_while_packing_ends_the_run_preempted(tmp_path: Path) -> None:
     assert proc.returncode == 143, err[-3000:]
     assert json.loads((run_dir / "metrics.json").read_text())["status"] == "preempted"
     assert not list(cache.glob(".*")) and not list(cache.glob("*/meta.json"))
+
+
+def _gap(size: int) -> int:
+    """A byte offset no sampled block covers."""
+    offsets = integrity.sample_offsets(size)
+    assert len(offsets) == integrity.SAMPLE_BLOCKS
+    return offsets[1] + integrity.SAMPLE_BYTES + 10
+
+
+def test_byte_flipped_outside_the_sample_is_found_by_the_full_check(tmp_path: Path, caplog) -> None:
+    """Issue 25.8: meta.json's full CRC is checked once per new version of a cache file."""
+    text = corpus(tmp_path / "c.txt", 1 << 20)
+    cfg = DataConfig(source="text", path=str(text), doc_separator=SEP, cache_dir=str(tmp_path / "cache"))
+    first = prepare_tokens(cfg)
+    good = first.path("train").read_bytes()
+    raw = bytearray(good)
+    raw[_gap(len(raw))] ^= 0x01
+    first.path("train").write_bytes(raw)
+    assert integrity.problem(first.directory, first.meta["files"]) is None  # the sample misses it
+    with caplog.at_level(logging.WARNING, logger="gptlab.data.packing"):
+        again = prepare_tokens(cfg)
+    damaged = [r.getMessage() for r in caplog.records if "are damaged" in r.getMessage()]
+    assert damaged == [
+        f"cached tokens at {first.directory} are damaged (train.bin fails its checksum): packing them again"
+    ]
+    assert again.path("train").read_bytes() == good  # rebuilt
+
+
+def test_full_check_runs_once_per_version_of_a_file(tmp_path: Path, monkeypatch) -> None:
+    text = corpus(tmp_path / "c.txt", 1 << 20)
+    cfg = DataConfig(source="text", path=str(text), doc_separator=SEP, cache_dir=str(tmp_path / "cache"))
+    packed = prepare_tokens(cfg)
+    verified = json.loads((packed.directory / integrity.VERIFIED).read_text())
+    assert set(verified) == {"train.bin", "val.bin"}  # the packer vouches for what it just wrote
+    reads: list[str] = []
+    real = integrity.full_crc
+    monkeypatch.setattr(integrity, "full_crc", lambda path: reads.append(path.name) or real(path))
+    prepare_tokens(cfg)
+    assert reads == []  # nothing new: no full read
+    train = packed.path("train")
+    os.utime(train, ns=(train.stat().st_atime_ns, train.stat().st_mtime_ns + 10**9))  # a new version
+    prepare_tokens(cfg)
+    prepare_tokens(cfg)
+    assert reads == ["train.bin"]  # read whole once, then recorded
+    (packed.directory / integrity.VERIFIED).unlink()  # a cache packed before verified.json existed
+    prepare_tokens(cfg)
+    prepare_tokens(cfg)
+    assert sorted(reads) == ["train.bin", "train.bin", "val.bin"]

@@ -3,7 +3,7 @@
 Cache location: `data.cache_dir`, resolved by `sources.resolve_path`: an absolute path is used as
 is; a relative one is taken against the original working directory (Hydra's when Hydra is
 initialised, else the process's cwd). Layout:
-`<cache_dir>/<fingerprint>/{train.bin,val.bin,meta.json,tokenizer.json,tokenizer_config.json}`.
+`<cache_dir>/<fingerprint>/{train.bin,val.bin,meta.json,verified.json,tokenizer.json,tokenizer_config.json}`.
 """
 
 from __future__ import annotations
@@ -320,6 +320,7 @@ def _build(cfg: DataConfig, out: Path, fp: str, source_fp: str) -> None:
             "pack_seconds": round(t1 - t0, 3),
             "files": {f"{s}.bin": integrity.describe(tmp / f"{s}.bin") for s in SPLITS},
         }
+        integrity.record_verified(tmp, list(meta["files"]))  # their full CRC was just computed
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")  # last: marks it finished
         if out.exists():  # a damaged or unfinished entry (checked under the lock): replace it
             shutil.rmtree(out)
@@ -338,14 +339,15 @@ def _build(cfg: DataConfig, out: Path, fp: str, source_fp: str) -> None:
 
 
 def _trusted_meta(out: Path, say: bool) -> dict[str, Any] | None:
-    """meta.json of a finished cache entry whose files match it (sizes, sampled checksum), else None;
-    with say, one warning line naming what is wrong."""
+    """meta.json of a finished cache entry whose files match it (sizes, sampled checksum; the full
+    checksum once per new version of a file, see integrity.unverified_problem), else None; with say,
+    one warning line naming what is wrong."""
     meta_file = out / "meta.json"
     if not meta_file.is_file():
         return None
     try:
         meta = json.loads(meta_file.read_text())
-        why = integrity.problem(out, meta["files"])
+        why = integrity.problem(out, meta["files"]) or integrity.unverified_problem(out, meta["files"])
     except (ValueError, KeyError, TypeError) as e:
         why = f"meta.json is unreadable ({type(e).__name__})"
     if why is None:
