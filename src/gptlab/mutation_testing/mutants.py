@@ -154,6 +154,13 @@ MUTANTS: list[Mutant] = [
     Mutant("config_record_not_checked", "ablation/launch.py",
            "problem = conflict(sweep_dir, jobs) or config_conflict(sweep_dir, record, configs)",
            "problem = conflict(sweep_dir, jobs)", "an edited preset resumes into the old sweep dir"),
+    # --- issue 25: the report's edges ---
+    Mutant("verdict_ignores_missing_jobs", "analysis/arms.py",
+           "text = _gap_verdict(phrases, absent) if phrases else verdict(diff)", "text = verdict(diff)",
+           "better/worse printed when a best LR was chosen from a curve with a missing or NaN job"),
+    Mutant("lr_sensitivity_interval_unclipped", "analysis/arms.py",
+           "return clip_interval(mean_interval(values), 0.0, self.loss_at_init)",
+           "return mean_interval(values)", "the LR-sensitivity interval goes below 0"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
