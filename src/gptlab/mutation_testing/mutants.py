@@ -161,6 +161,18 @@ MUTANTS: list[Mutant] = [
     Mutant("lr_sensitivity_interval_unclipped", "analysis/arms.py",
            "return clip_interval(mean_interval(values), 0.0, self.loss_at_init)",
            "return mean_interval(values)", "the LR-sensitivity interval goes below 0"),
+    # --- issue 25: data edges ---
+    Mutant("shard_scan_first_chunk_only", "data/shards.py",
+           "for start in range(0, len(tokens), SCAN_TOKENS):",
+           "for start in range(0, min(len(tokens), SCAN_TOKENS), SCAN_TOKENS):",
+           "the max-id scan reads one chunk: an id out of range later ends training in an IndexError"),
+    Mutant("cache_full_crc_unchecked", "data/packing.py",
+           'why = integrity.problem(out, meta["files"]) or integrity.unverified_problem(out, meta["files"])',
+           'why = integrity.problem(out, meta["files"])',
+           "a byte flipped outside the sampled blocks of a packed cache is trained on"),
+    Mutant("uint32_as_uint16_unnoticed", "data/shards.py", "if len(odd) <= 4 and len(even) >= 64:",
+           "if len(odd) <= 4 and len(even) < 64:",
+           "a raw uint32 file read as uint16 trains on every other token being 0"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
