@@ -154,6 +154,36 @@ def test_report_marks_missing_and_truncated_jobs(sweep: Path, tmp_path: Path) ->
     assert arms["`untied`"]["diverged / no result (all LRs)"] == "1 / 1"
 
 
+@pytest.mark.slow
+def test_verdict_with_a_missing_or_nan_job_is_not_better_or_worse(sweep: Path, tmp_path: Path) -> None:
+    """Issue 25's reproduction on the real quick sweep: a deleted metrics.json at untied's best LR,
+    or a NaN at tied's, gives no better/worse; the verdict names the arm, LR and seed."""
+    jobs = _jobs(sweep)
+    loss = {(v["model/tying"], v["optim.lr"], v["seed"]): (d, m) for d, m, v in jobs}
+
+    def best(arm: str) -> str:
+        mean = {lr: sum(loss[(arm, lr, s)][1]["final_val_loss"] for s in "12") for lr in ("0.001", "0.01")}
+        return min(mean, key=mean.__getitem__)
+
+    for arm, seed, expected in (
+        ("untied", "2", "incomplete: untied lr {lr} seed 2 missing"),
+        ("tied", "1", "inconclusive (partial curve): tied lr {lr} seed 1 non-finite loss"),
+    ):
+        broken = tmp_path / arm
+        shutil.copytree(sweep, broken)
+        lr = best(arm)
+        path = broken / loss[(arm, lr, seed)][0].name / "metrics.json"
+        if arm == "untied":
+            path.unlink()
+        else:
+            path.write_text(json.dumps({**loss[(arm, lr, seed)][1], "final_val_loss": math.nan}))
+        proc = run_script("scripts/report.py", str(broken), "figures=false", env=ENV)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (row,) = parse_table((broken / "report.md").read_text(), "#### Against the baseline")
+        assert row["verdict"] == expected.format(lr=f"{float(lr):.3g}")
+        assert row["jobs with a result"] == "7 of 8"
+
+
 def test_csv_reader_drops_a_cut_line_and_joins_resume_parts(tmp_path: Path) -> None:
     path = tmp_path / "metrics.csv"
     path.write_text("step,train/loss,val/loss\n0,5.5,\n1,5.25,5.4\n2,5.12")
