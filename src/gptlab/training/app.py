@@ -25,6 +25,7 @@ from gptlab.data.spec import tokenizer_spec
 from gptlab.errors import USER_ERRORS, exit_with, one_line
 from gptlab.model import GPTConfig
 from gptlab.training.callbacks.final_validation import FinalValidation
+from gptlab.training.callbacks.log_step import LogStepIsOptimizerStep
 from gptlab.training.callbacks.nonfinite import EXIT_NONFINITE, NonFiniteError, NonFiniteMonitor
 from gptlab.training.callbacks.preemption import EXIT_PREEMPTED, PreemptionCheckpoint
 from gptlab.training.callbacks.progress import LossProgressBar
@@ -183,6 +184,7 @@ def job_tags(cfg: TrainConfig) -> list[str]:
 def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> list[L.Callback]:
     every = cfg.callbacks.telemetry.every_n_steps or cfg.trainer.log_every_n_steps
     callbacks: list[L.Callback] = [
+        LogStepIsOptimizerStep(),  # first: a resumed run logs each step at its own index
         summary,
         # before ModelCheckpoint: a bad step stops the run before a checkpoint is written after it
         NonFiniteMonitor(cfg.callbacks.on_nonfinite, every=cfg.trainer.log_every_n_steps),
