@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import re
 import subprocess
 import sys
@@ -40,6 +41,16 @@ def bad(tmp_path_factory: pytest.TempPathFactory) -> Path:
     oov = t.copy()
     oov[123] = 1000
     header(d / "oov.bin", oov)
+    # issue 25: ids out of range between the blocks the old check sampled, empty shards, wrong dtypes
+    long = np.random.default_rng(1).integers(0, 1000, 200_000).astype(np.uint16)
+    long[100_000] = 1000
+    header(d / "oov_middle.bin", long)
+    header(d / "empty_000002.bin", t[:0])
+    (d / "zero.bin").write_bytes(b"")
+    t.astype(np.uint32).tofile(d / "raw32.bin")
+    (d / "nanogpt").mkdir()
+    t.tofile(d / "nanogpt" / "train.bin")
+    (d / "nanogpt" / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": 1000, "itos": {}, "stoi": {}}))
     return d
 
 
@@ -73,6 +84,39 @@ ROWS = [
         r"size 1000",
     ),
     ("raw_no_dtype", ["data.path={bad}/raw.bin"], r"error: data\.token_dtype is required: {bad}/raw\.bin"),
+    (
+        "oov_middle",
+        ["data.path={bad}/oov_middle.bin"],
+        r"error: data\.path: {bad}/oov_middle\.bin holds id 1000 at token offset 100000, not below",
+    ),
+    (
+        "empty_header",
+        ["data.path='{bad}/train_*.bin,{bad}/empty_*.bin'"],
+        r"error: data\.path: {bad}/empty_000002\.bin holds no tokens \(its llm\.c header says 0\)",
+    ),
+    (
+        "empty_raw",
+        ["data.path={bad}/raw.bin", "data.val_path={bad}/zero.bin", "data.token_dtype=uint16"],
+        r"error: data\.path: {bad}/zero\.bin is empty \(0 bytes, no tokens\)",
+    ),
+    (
+        "uint32_as_uint16",
+        ["data.path={bad}/raw32.bin", "data.token_dtype=uint16"],
+        r"error: data\.path: {bad}/raw32\.bin read as data\.token_dtype=uint16 looks like uint32 tokens: "
+        r"every odd uint16 of 10000 sampled is in \{{0\}}",
+    ),
+    (
+        "uint16_as_uint32",
+        ["data.path={bad}/raw.bin", "data.token_dtype=uint32"],
+        r"error: data\.path: {bad}/raw\.bin holds id \d+ at token offset \d+, not below the vocabulary "
+        r"size 1000 .*a uint16 file\? set data\.token_dtype=uint16$",
+    ),
+    (
+        "meta_pkl",
+        ["data.path={bad}/nanogpt/train.bin", "data.token_dtype=uint32"],
+        r"error: data\.token_dtype=uint32 disagrees with {bad}/nanogpt/meta\.pkl, whose vocab_size=1000 "
+        r"is stored as uint16",
+    ),
 ]
 
 
@@ -86,7 +130,7 @@ def test_bad_shard_is_one_line(
         train_here(tmp_path / "run", cache, *QUICK, *args)
     line = one_line(err.value)
     assert re.match(pattern.format(bad=re.escape(str(bad))), line), line
-    assert not cache.exists() or not list(cache.rglob("*.bin"))  # nothing cached
+    assert not cache.exists() or not list(cache.rglob("*.bin"))  # no tokens cached (id scans may be)
 
 
 def test_separator_never_found_warns_one_document(tmp_path: Path, monkeypatch, caplog) -> None:

@@ -249,7 +249,7 @@ def test_uint16_file_read_as_uint32_is_hinted(make_cfg, tmp_path: Path) -> None:
     tokens = ids(5000, 11)
     f = write_raw(tmp_path / "u16.bin", tokens)
     msg = one_line_error(make_cfg, ValueError, path=str(f), vocab_size=V, token_dtype="uint32")
-    assert f"{f} holds id" in msg and msg.endswith("data.token_dtype=uint16?")
+    assert f"{f} holds id" in msg and msg.endswith("a uint16 file? set data.token_dtype=uint16")
     odd = write_raw(tmp_path / "odd.bin", tokens[:4999])  # 9998 bytes: not a whole number of uint32
     msg = one_line_error(make_cfg, ValueError, path=str(odd), vocab_size=V, token_dtype="uint32")
     assert "has 9998 bytes, not a whole number of data.token_dtype=uint32 tokens" in msg

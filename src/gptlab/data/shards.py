@@ -260,7 +260,7 @@ def check_ids(shard: Shard, vocab_size: int, what: str, cache_root: Path | None 
         if not shard.headered and shard.dtype == np.uint32:
             halves = np.asarray(shard.memmap()[:CHECK_TOKENS]).view("<u2")
             if halves.size and int(halves.max()) < vocab_size:
-                hint = "; read as uint16 its first tokens fit the vocabulary: data.token_dtype=uint16?"
+                hint = "; read as uint16 its first tokens all fit: a uint16 file? set data.token_dtype=uint16"
         raise ValueError(
             f"data.path: {shard.path} holds id {top} at token offset {at}, not below the vocabulary "
             f"size {vocab_size} ({what}): the shard was tokenized with another vocabulary{hint}"
