@@ -208,12 +208,20 @@ def _sensitivity(curves: dict[str, list[float | None]]) -> str:
 
 
 def test_diverged_run_in_lr_sensitivity_init_or_wortsman(tmp_path: Path) -> None:
-    """untied lr 1e-2 seed 1 is flagged diverged (a train loss above 3× its first) but ends at a
-    finite 3.0: the default counts it at ln 256, lr_sensitivity=wortsman at min(3.0, ln 256)."""
+    """untied lr 1e-2 seed 1 is flagged diverged (a train loss above 3× its first) but trains to the
+    end at a finite 3.0: the default counts it at ln 256, lr_sensitivity=wortsman at min(3.0, ln 256)."""
     dirs = write_sweep(tmp_path, tying_loss)
     path = dirs[("untied", "0.01", "1")] / "metrics.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "final_val_loss": 3.0, "diverged": True}))
+    # seed 2 at 1e-2 was stopped on a non-finite gradient after a validation at 2.5: no final loss,
+    # so it counts at ln 256 in both modes
+    stopped = dirs[("untied", "0.01", "2")] / "metrics.json"
+    m = json.loads(stopped.read_text())
+    stop = {"status": "failed", "error": "error: non-finite gradient", "diverged": True}
+    stop["final_val_loss"] = 2.5
+    stopped.write_text(json.dumps({**m, **stop}))
     base = {s: [tying_loss("untied", lr, s) for lr in LRS] for s in SEEDS}
+    base["2"] = [base["2"][0], base["2"][1], None]
     as_init = {**base, "1": [base["1"][0], base["1"][1], None]}
     as_paper = {**base, "1": [base["1"][0], base["1"][1], 3.0]}
     for args, curves in (

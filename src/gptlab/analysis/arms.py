@@ -12,9 +12,11 @@ Definitions (docs/ablations.md states them for readers):
   "init" (the default) counts every run flagged diverged at the loss at init, even when its final
   loss is finite (a train loss above 3× its first is a failed run that clipping kept finite);
   "wortsman" is the paper's min(final loss, loss at init): only a non-finite final loss counts at
-  the loss at init. Computed per seed over that seed's LR curve (a seed with a missing job is left
-  out) and reported as the mean over seeds with a 95% t interval clipped to [0, loss at init], the
-  range the quantity cannot leave (each seed's value is a mean minus a minimum, so >= 0).
+  the loss at init (and a run stopped on a non-finite step, in both modes: its last validation was
+  before the stop, so it is no final loss). Computed per seed over that seed's LR curve (a seed
+  with a missing job is left out) and reported as the mean over seeds with a 95% t interval
+  clipped to [0, loss at init], the range the quantity cannot leave (each seed's value is a mean
+  minus a minimum, so >= 0).
 - the *loss at init* is ln(vocab size): the loss of the uniform prediction, which the small-σ
   init starts within ~0.01 of, the same for every arm (so no arm's divergences are cheaper).
 - the comparison with the baseline arm is (arm − baseline) at each arm's own best LR: a paired t
@@ -153,9 +155,12 @@ class ArmSummary:
         """The loss a job adds to its seed's LR curve; None counts at the loss at init."""
         if outcome(job) == RESULT:
             return job.metric("final_val_loss")
-        if self.sensitivity_mode == "wortsman":  # min(final loss, loss at init), finite or not
+        trained_to_the_end = (job.metrics or {}).get("status", "finished") == "finished"
+        if self.sensitivity_mode == "wortsman" and trained_to_the_end:  # min(final loss, loss at init)
             return job.metric("final_val_loss")
-        return None  # "init": a diverged run counts at the loss at init, whatever its final loss
+        # "init": a diverged run counts at the loss at init, whatever its final loss; in either mode
+        # so does a run stopped on a non-finite step (its "final" loss is an earlier validation's)
+        return None
 
     def sensitivity(self) -> Interval | None:
         """Mean over seeds, t interval clipped to [0, loss at init] (the quantity's range)."""
