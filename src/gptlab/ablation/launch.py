@@ -2,10 +2,12 @@
 
 Everything that can be wrong with the grid is found before anything is written: a bad LR grid or
 seed count, an unknown arm, a job the schema refuses, a sweep directory holding another grid. Each
-is one line on stderr and exit 2. Then jobs run one at a time, each with its own job number (so its
+is one line on stderr and exit 2. Then every job left goes to the launcher in one call (side by
+side under the slots launcher, one array under submitit), each with its own job number (so its
 directory is `<sweep dir>/<number>` whether or not the jobs before it ran this time): a finished
 job is skipped without touching its files, an interrupted one is re-launched with
-`ckpt_path=<its last.ckpt>` and the sweep's original wandb group.
+`ckpt_path=<its last.ckpt>` and the sweep's original wandb group. A job that crashes does not stop
+the others; the report lists it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hydra.core.utils import JobStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gptlab.ablation.grid import LR_KEY, SEED_KEY, Grid, GridError, build_grid, lr_values, seed_values
@@ -143,24 +146,45 @@ def run_grid(sweeper: Any, arguments: list[str]) -> list[Any]:
         fail(problem)
     group = sweep_group(config)
     original = record.get("group") if record else group
+    left = jobs_left(sweep_dir, jobs, original if original != group else None)
+    check = getattr(sweeper.launcher, "check_jobs", None)  # the slots launcher: GPUs, slots, devices
+    if left and callable(check):
+        check([job for _, job in left])
     sweep_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(config, sweep_dir / "multirun.yaml")
     write_record(sweep_dir, grid, original, configs)
-    results = []
+    if not left:
+        return [[]]
+    # Every job left in one call, so a parallel launcher runs them side by side and submitit submits
+    # them as one array. Launchers number a call's jobs consecutively; `hydra.sweep.subdir=<k>` keeps
+    # each job in its own numbered directory when finished jobs leave gaps.
+    results = sweeper.launcher.launch([job for _, job in left], initial_job_idx=left[0][0])
+    for (k, _), ret in zip(left, results, strict=True):
+        if ret.status == JobStatus.FAILED:  # a crash stays local: the report lists it, the sweep goes on
+            log.error("job %d failed: %s", k, one_line(ret._return_value))
+    return [list(results)]
+
+
+def jobs_left(sweep_dir: Path, jobs: list[list[str]], group: str | None) -> list[tuple[int, list[str]]]:
+    """(number, overrides) of every job not finished: interrupted ones with `ckpt_path=<last.ckpt>`,
+    all with their directory pinned and, on a re-run, the sweep's original wandb group."""
+    left = []
     for k, job in enumerate(jobs):
         state, ckpt = job_state(sweep_dir / str(k))
         if state == DONE:
             log.info("job %d finished in an earlier run of this sweep: skipped", k)
             continue
         extra = [f"ckpt_path='{ckpt}'"] if state == RESUME else []
-        if original is not None and original != group:
-            extra.append(f"logger.group='{original}'")
+        if group is not None:
+            extra.append(f"logger.group='{group}'")
         if extra:
             log.info("job %d: re-launched with %s", k, " ".join(extra))
-        (ret,) = sweeper.launcher.launch([job + extra], initial_job_idx=k)
-        _ = ret.return_value  # re-raises what the job raised (as Hydra's basic sweeper does)
-        results.append(ret)
-    return [results]
+        left.append((k, [*job, *extra, f"hydra.sweep.subdir={k}"]))
+    return left
+
+
+def one_line(err: object) -> str:
+    return " ".join(str(err).split())[:300] or type(err).__name__
 
 
 def sweep_group_of_record(sweep_dir: Path, config: Any) -> str | None:

@@ -34,8 +34,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def rendezvous_port() -> int:
+    """The port of this job's process group: the one its launcher slot reserved (GPTLAB_MASTER_PORT,
+    distinct for every job running side by side), else any free port."""
+    given = os.environ.get("GPTLAB_MASTER_PORT", "")
+    return int(given) if given.isdigit() else _free_port()
+
+
 def _command() -> list[str]:
+    """How rank 0 was started: its script or module, or, in a slot worker of a parallel sweep, the
+    sweep's own entry point (GPTLAB_ENTRY), so that the ranks run train.py, not the worker."""
+    import json
+
     import __main__
+
+    entry = os.environ.get("GPTLAB_ENTRY")
+    if entry:
+        return [str(part) for part in json.loads(entry)]
 
     spec = getattr(__main__, "__spec__", None)
     if spec is None:
@@ -64,7 +79,7 @@ class LocalWorkers:
     def __init__(self, n_local: int, run_dir: str, overrides: list[str]) -> None:
         self.children: list[subprocess.Popen] = []
         self._stop = threading.Event()
-        port = str(_free_port())
+        port = str(rendezvous_port())
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, NODE_RANK="0", LOCAL_RANK="0")
         os.environ["WORLD_SIZE"] = str(n_local)
         for rank in range(1, n_local):

@@ -1,0 +1,1 @@
+"""Run the jobs of a sweep side by side on one node (the `slots` Hydra launcher's engine)."""

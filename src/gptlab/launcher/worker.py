@@ -1,0 +1,69 @@
+"""A slot's worker process: `python -m gptlab.launcher.worker`, one job after another from stdin.
+
+Each line on stdin names a job file that the launcher pickled (cloudpickle, as hydra-submitit-launcher
+does): the job's composed config (its ${now} already resolved, so every job agrees on the sweep's
+directory and wandb group), the Hydra context and the task function. The job runs exactly as Hydra's
+basic launcher runs it in-process, and its outcome is pickled next to the job file. One process per
+slot, not per job: torch and Lightning are imported once, as in a serial sweep, so a slot costs no
+more start-up than one serial job. A job ended by SIGTERM (preemption) raises SystemExit in the task,
+which ends this worker with that exit code and no outcome: the launcher reads the code.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+DONE, FAILED = "completed", "failed"
+
+
+def outcome_path(job_file: Path) -> Path:
+    return job_file.with_suffix(".outcome")
+
+
+def _portable(err: BaseException) -> BaseException:
+    """The exception itself if it survives pickling, else a RuntimeError carrying its text."""
+    try:
+        pickle.loads(cloudpickle.dumps(err))
+        return err
+    except Exception:  # noqa: BLE001 - any unpicklable exception is described instead
+        return RuntimeError(f"{type(err).__name__}: {err}")
+
+
+def run_one(job_file: Path) -> None:
+    from hydra.core.singleton import Singleton
+    from hydra.core.utils import JobStatus, run_job, setup_globals
+
+    payload: dict[str, Any] = cloudpickle.loads(job_file.read_bytes())
+    Singleton.set_state(payload["singletons"])
+    setup_globals()
+    ret = run_job(
+        hydra_context=payload["hydra_context"],
+        task_function=payload["task_function"],
+        config=payload["config"],
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )
+    ok = ret.status == JobStatus.COMPLETED
+    outcome: dict[str, Any] = {"status": DONE if ok else FAILED, "value": ret._return_value if ok else None}
+    if not ok:
+        outcome["error"] = _portable(ret._return_value)
+    target = outcome_path(job_file)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_bytes(cloudpickle.dumps(outcome))
+    tmp.replace(target)
+
+
+def main() -> int:
+    for line in sys.stdin:
+        if line.strip():
+            run_one(Path(line.strip()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
