@@ -148,6 +148,32 @@ def test_nan_at_tieds_best_lr_is_inconclusive_and_marked_diverged(tmp_path: Path
     assert job["status"].startswith("diverged") and job["diverged"] == "yes"  # status: + "no csv/..."
 
 
+def test_lr_where_every_seed_diverged_is_a_known_point_not_a_gap(tmp_path: Path) -> None:
+    """The top LR diverging at every seed of both arms is the normal shape of an LR sweep: the best
+    LR cannot be there, so the comparison keeps its verdict (the oracle's, on the finite points);
+    one seed more diverging at another LR of tied makes it a gap again."""
+    dirs = write_sweep(tmp_path, tying_loss)
+    for arm in BASE:
+        for s in SEEDS:
+            path = dirs[(arm, "0.01", s)] / "metrics.json"
+            m = json.loads(path.read_text())
+            path.write_text(
+                json.dumps({**m, "status": "failed", "diverged": True, "final_val_loss": math.nan})
+            )
+    loss = {(a, lr, s): tying_loss(a, lr, s) for a in BASE for lr in LRS for s in SEEDS}
+    for arm in BASE:
+        for s in SEEDS:
+            loss[(arm, "0.01", s)] = math.nan
+    delta, alone = oracle_comparison(loss)
+    (row,) = parse_table(report(tmp_path), CMP)
+    assert row[DELTA] == delta and row["verdict"] == alone == "within noise"
+    path = dirs[("tied", "0.001", "2")] / "metrics.json"
+    m = json.loads(path.read_text())
+    path.write_text(json.dumps({**m, "status": "failed", "diverged": True, "final_val_loss": math.nan}))
+    (row,) = parse_table(report(tmp_path), CMP)
+    assert row["verdict"] == "inconclusive (partial curve): tied lr 0.001 seed 2 non-finite loss"
+
+
 def test_one_seed_has_no_t_statistic(tmp_path: Path) -> None:
     write_sweep(tmp_path, tying_loss, seeds=("1",))
     text = report(tmp_path)

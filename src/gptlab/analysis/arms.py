@@ -26,7 +26,9 @@ Definitions (docs/ablations.md states them for readers):
   has a result. Otherwise a best LR may have been picked from a partial curve, so the verdict is
   never better/worse: "incomplete: <which arm, LR, seeds> missing" when a job has no result at all
   (its point could have been anywhere), "inconclusive (partial curve): <...> diverged" when every
-  gap is a diverged or non-finite run. The difference is still shown.
+  gap is a diverged or non-finite run. The difference is still shown. An LR where *every* seed
+  diverged is no gap: that point of the curve is known (bad, as a too-high LR is), the best LR
+  cannot be there, and the grid's top diverging is the normal shape of an LR sweep.
 """
 
 from __future__ import annotations
@@ -122,6 +124,8 @@ class ArmSummary:
         """Every planned (LR, seed) of this arm without a result, in grid order."""
         out = []
         for p in self.points:
+            if self.seeds and all(gap_kind(p.jobs.get(s)) in DIVERGED_KINDS for s in self.seeds):
+                continue  # every seed diverged here: a whole point of the curve, known bad (a result)
             for s in self.seeds:
                 kind = gap_kind(p.jobs.get(s))
                 if kind is not None:
