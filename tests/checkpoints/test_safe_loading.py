@@ -18,8 +18,15 @@ def _project_files() -> list[Path]:
     return found
 
 
+# Raw unpickling allowed, once per file, for files a process of the same sweep wrote a moment before
+# (as hydra-submitit-launcher does): a slot's job file (the sweep process → its worker) and the job's
+# outcome (worker → sweep), in <sweep dir>/.slots, a directory only this user can enter (0700).
+OWN_PICKLES = {"src/gptlab/launcher/worker.py": 1, "src/gptlab/launcher/pool.py": 1}
+
+
 def test_every_torch_load_uses_weights_only() -> None:
     calls, fits, unsafe = 0, 0, []
+    own: dict[str, int] = {}
     for path in _project_files():
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
@@ -53,6 +60,11 @@ def test_every_torch_load_uses_weights_only() -> None:
                 and func.attr in ("load", "loads")
                 and getattr(func.value, "id", "") in ("pickle", "dill", "cloudpickle")
             ):
+                rel = str(path.relative_to(REPO))
+                own[rel] = own.get(rel, 0) + 1
+                if own[rel] <= OWN_PICKLES.get(rel, 0):
+                    continue
                 unsafe.append(f"{path.relative_to(REPO)}:{node.lineno} ({func.value.id}.{func.attr})")
     assert calls > 0 and fits > 0  # the scan does see the project's calls
     assert not unsafe, f"torch.load without weights_only=True (or raw pickle) at: {unsafe}"
+    assert {k: own.get(k, 0) for k in OWN_PICKLES} == OWN_PICKLES  # the allowance is still needed

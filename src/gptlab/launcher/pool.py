@@ -109,7 +109,7 @@ def run_in_slots(
     on_start: Callable[[Task, Slot], None] | None = None,
 ) -> list[Outcome]:
     """Every task run once, started in list order as slots free up; outcomes in the tasks' order."""
-    scratch.mkdir(parents=True, exist_ok=True)
+    scratch.mkdir(mode=0o700, parents=True, exist_ok=True)  # job files: this user's processes only
     entry = entry_command()
     queue = list(tasks)
     workers: dict[int, _Worker] = {}

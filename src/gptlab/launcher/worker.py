@@ -11,7 +11,6 @@ which ends this worker with that exit code and no outcome: the launcher reads th
 
 from __future__ import annotations
 
-import pickle
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ def outcome_path(job_file: Path) -> Path:
 def _portable(err: BaseException) -> BaseException:
     """The exception itself if it survives pickling, else a RuntimeError carrying its text."""
     try:
-        pickle.loads(cloudpickle.dumps(err))
+        cloudpickle.dumps(err)
         return err
     except Exception:  # noqa: BLE001 - any unpicklable exception is described instead
         return RuntimeError(f"{type(err).__name__}: {err}")
