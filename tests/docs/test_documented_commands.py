@@ -346,7 +346,7 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "TORCHELASTIC_", "PYTEST_"))}
     for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
-    env.update(WANDB_MODE="offline", WANDB_SILENT="true", OMP_NUM_THREADS="1", **(extra or {}))
+    env.update({"WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1", **(extra or {})})
     return env
 
 
@@ -766,7 +766,16 @@ def qk_chain(root: Path, cache: Path) -> dict[str, object]:
         "/tmp/wortsman": str(sweep),
     }
     out: dict[str, object] = {
-        "sweep": run_doc(doc, "data.max_bytes=200000", f"data.cache_dir={cache}", cwd=root, subs=subs)
+        # log every step: with 2 steps and the default interval no train loss is logged, and the
+        # plot script then fails on final_train_loss=None (reported; the documented 200 steps log it)
+        "sweep": run_doc(
+            doc,
+            "data.max_bytes=200000",
+            f"data.cache_dir={cache}",
+            "trainer.log_every_n_steps=1",
+            cwd=root,
+            subs=subs,
+        )
     }
     plot = "python scripts/plot_qk_norm_sweep.py /tmp/wortsman docs/figures/qk_norm_high_lr.png"
     out["plot"] = run_doc(
@@ -780,6 +789,7 @@ def qk_chain(root: Path, cache: Path) -> dict[str, object]:
 def sweeps(work: Path, cache: Path) -> dict[str, object]:
     root = work / "sweeps"
     sw = _sweep_args(cache)
+    c = f"data.cache_dir={cache}"  # lr_search: no optim.lr, which would replace the searched one
     sizing = next(
         c for c in COMMANDS if c.startswith("OMP_NUM_THREADS=1 python train.py -m experiment=ablate_init")
     )
@@ -797,7 +807,7 @@ def sweeps(work: Path, cache: Path) -> dict[str, object]:
              "hydra.sweeper.seeds=1", f"data.cache_dir={cache}"], root / "init_quick",
         ),
         "lr_search": lambda: run_doc(
-            "python train.py -m experiment=lr_search logger=csv", *sw, "hydra.sweeper.n_trials=2", cwd=root / "lr"
+            "python train.py -m experiment=lr_search logger=csv", *SMALL, *GRID, c, "hydra.sweeper.n_trials=2", cwd=root / "lr"
         ),
         "sizing": lambda: run_doc(
             sizing, *STEPS, "data.max_bytes=200000", "data.val_windows=4", f"data.cache_dir={cache}",
@@ -897,7 +907,7 @@ def tools(work: Path, cache: Path) -> dict[str, object]:
     c = f"data.cache_dir={cache}"
     init = [c, "seeds=1", "batch=1", "data.max_bytes=100000"]
     bench = [c, "trainer.accelerator=cpu", *BENCH_TINY]
-    lightning = ["bench.steps=1", "bench.warmup=0"]
+    lightning = ["bench.steps=1", "bench.warmup=1"]
     pack = ["--sizes-mib", "1", "--procs", "1,2", "--rounds", "1", "--work", str(root / "packing")]
     self_test = "ARGS=" + str(Path(__file__)) + " -k test_normalise_and_parse_are_robust"
     jobs: dict[str, Callable[[], object]] = {
