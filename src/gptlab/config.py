@@ -150,6 +150,9 @@ class SpikesConfig:
     warmup_steps: int = 50  # steps folded into the EMA before any detection
     on_spike: str = "record"  # record | skip (skip also drops the step's update)
     max_records: int = 20  # spikes/step_<N>.json files at most (all are counted)
+    # spike steps in a row at most; the next one above the bound is the loss's new level: its update
+    # is applied (also under on_spike=skip) and the EMA restarts there, with one warning
+    max_consecutive: int = 5
 
     def __post_init__(self) -> None:
         _number("callbacks.spikes.threshold", self.threshold, "> 0 (in σ above the EMA)", strict=True)
@@ -160,6 +163,9 @@ class SpikesConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"callbacks.spikes.{name}={v!r} is not accepted; give an integer >= 0")
+        v = self.max_consecutive
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"callbacks.spikes.max_consecutive={v!r} is not accepted; give an integer >= 1")
         if self.on_spike not in SPIKE_POLICIES:
             raise ValueError(
                 f"callbacks.spikes.on_spike={self.on_spike!r} is not accepted; choose one of "

@@ -100,6 +100,11 @@ ROWS = [
         r"\(in σ above the EMA\)",
     ),
     (
+        "spike_row_unbounded",
+        ["callbacks.spikes.max_consecutive=0"],
+        r"error: callbacks\.spikes\.max_consecutive=0 is not accepted; give an integer >= 1",
+    ),
+    (
         "z_loss_negative",
         ["optim.z_loss=-1e-4"],
         r"error: optim\.z_loss=-0\.0001 is not accepted; give a finite number >= 0 "

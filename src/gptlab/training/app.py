@@ -225,7 +225,15 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
 
         s = cfg.callbacks.spikes
         callbacks.append(
-            SpikeWatch(run_dir, s.threshold, s.ema_decay, s.warmup_steps, s.on_spike, s.max_records)
+            SpikeWatch(
+                run_dir,
+                s.threshold,
+                s.ema_decay,
+                s.warmup_steps,
+                s.on_spike,
+                s.max_records,
+                s.max_consecutive,
+            )
         )
     return callbacks
 

@@ -17,9 +17,11 @@ update is dropped, so the weights never take a NaN:
 `NonFiniteMonitor` (a callback) reads the device counters on the host only where that is free or rare:
 every step on CPU, on log steps on a GPU (Lightning syncs there anyway), before each checkpoint is
 written, and at the end of training. `stop` raises `NonFiniteError` naming the step and the layers;
-raising from `on_save_checkpoint` means no checkpoint is written after a bad step, so the last good
-one stays. `skip` warns and logs `train/skipped_steps`. Under fp16 AMP (`16-mixed`) GradScaler already
-skips overflowing steps (routinely, while it calibrates its scale), and the guard stays out of its way.
+raising from `on_save_checkpoint` means no checkpoint is written after a bad step, so the last good one
+stays. `skip` warns. Both log `train/skipped_steps`: every update dropped so far, for non-finite
+gradients and by the spike policy (callbacks.spikes.on_spike=skip, counted by SpikeWatch). Under fp16
+AMP (`16-mixed`) GradScaler already skips overflowing steps (routinely, while it calibrates its scale),
+and the guard stays out of its way.
 """
 
 from __future__ import annotations
@@ -144,6 +146,13 @@ def drop_update(optimizer: Any, params: list[nn.Parameter], bad: torch.Tensor, a
             p.grad = None
 
 
+def spike_drops(trainer: L.Trainer) -> int:
+    """Updates dropped by the spike policy so far (SpikeWatch counts them, across a resume too)."""
+    from gptlab.training.callbacks.spikes import SpikeWatch
+
+    return sum(c.dropped for c in trainer.callbacks if isinstance(c, SpikeWatch))
+
+
 def _listing(items: list[str], limit: int = 4) -> str:
     shown = ", ".join(items[:limit])
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
@@ -181,7 +190,7 @@ class NonFiniteMonitor(L.Callback):
             return
         if trainer._logger_connector.should_update_logs:  # self.log costs ~1 ms of Python a call
             # a device tensor: Lightning reads it on log steps only
-            pl_module.log("train/skipped_steps", guard.count + self.before)
+            pl_module.log("train/skipped_steps", guard.count + (self.before + spike_drops(trainer)))
         if pl_module.device.type == "cpu" or trainer.global_step % self.every == 0:
             self.check(trainer, pl_module)
 

@@ -4,7 +4,10 @@ The training loss (cross-entropy, the global mean under DDP/FSDP) is watched aga
 moving average (decay `ema_decay`, ~1/(1-decay) steps) and a noise level σ, the exponentially weighted
 RMS of its step-to-step differences over √2 (a σ of the loss itself would count the early fall of
 the loss as noise). After `warmup_steps`, a step whose loss exceeds EMA + `threshold`·σ is a spike.
-A spike does not move the EMA or σ (it would hide the next one). On a spike at step N:
+A spike does not move the EMA or σ (it would hide the next one), so a lasting level shift would make
+every later step a spike: after `max_consecutive` spike steps in a row, the next step above the bound
+is taken as the loss's new level instead, not a spike (one warning says so): its update is applied and
+the EMA restarts at its loss (σ, the noise level, is kept). On a spike at step N:
 
 - LayerTelemetry logs steps N and N+1 whatever its cadence (`force`); step N's forward-side numbers
   (act_rms, attention logits, output logits) come from a second forward of step N's last micro-batch,
@@ -19,14 +22,15 @@ A spike does not move the EMA or σ (it would hide the next one). On a spike at 
       print(np.stack([t[w*b:w*b+b+1] for w in r['windows']]))"
 
 - `on_spike=skip` also drops the step's update (the non-finite guard's mechanism: `found_inf` for
-  fused AdamW, `.grad = None` otherwise); `record` (the default) only records.
+  fused AdamW, `.grad = None` otherwise), at most `max_consecutive` in a row; the updates dropped
+  count in `train/skipped_steps` (NonFiniteMonitor logs it); `record` (the default) only records.
 
-metrics.json gets `n_spikes`, `spike_steps`, `first_spike_step` and `first_spike_blocks`
-(RunSummary reads `summary_fields`). No host sync: on a CPU the loss is read every step (free there);
-on a GPU it is copied to pinned memory asynchronously and judged one step late, so there a record's
-telemetry (`telemetry_steps`) is of steps N+1 and N+2 and `skip` drops step N+1's update (the GPU
-path is not exercised by the tests: no GPU here). Under DDP/FSDP one scalar all-reduce per step;
-`callbacks.spikes.enabled=false` removes it all.
+metrics.json gets `n_spikes`, `spike_steps`, `first_spike_step`, `first_spike_blocks`,
+`spike_updates_dropped` and `spike_rebaseline_steps` (RunSummary reads `summary_fields`). No host sync:
+on a CPU the loss is read every step (free there); on a GPU it is copied to pinned memory asynchronously
+and judged one step late, so there a record's telemetry (`telemetry_steps`) is of steps N+1 and N+2 and
+`skip` drops step N+1's update (the GPU path is not exercised by the tests: no GPU here). Under DDP/FSDP
+one scalar all-reduce per step; `callbacks.spikes.enabled=false` removes it all.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class SpikeWatch(L.Callback):
         warmup_steps: int = 50,
         on_spike: str = "record",
         max_records: int = 20,
+        max_consecutive: int = 5,
     ) -> None:
         if on_spike not in SPIKE_POLICIES:
             raise ValueError(
@@ -64,6 +69,10 @@ class SpikeWatch(L.Callback):
         self.dir = Path(run_dir) / "spikes" if run_dir else None
         self.threshold, self.decay, self.warmup = threshold, ema_decay, warmup_steps
         self.on_spike, self.max_records = on_spike, max_records
+        self.max_consecutive = max(1, max_consecutive)
+        self.in_a_row = 0  # spike steps since the last step within the bound
+        self.dropped = 0  # updates dropped by on_spike=skip (kept across a resume)
+        self.rebaselines: list[int] = []  # steps taken as a new level after max_consecutive spikes
         self.ema: float | None = None
         self.var = 0.0
         self.last = 0.0  # the previous non-spike step's loss
@@ -77,11 +86,19 @@ class SpikeWatch(L.Callback):
 
     def state_dict(self) -> dict[str, Any]:
         """The EMA state, so a resumed run keeps watching from where it was."""
-        return {"ema": self.ema, "var": self.var, "last": self.last, "seen": self.seen}
+        return {
+            "ema": self.ema,
+            "var": self.var,
+            "last": self.last,
+            "seen": self.seen,
+            "in_a_row": self.in_a_row,
+            "dropped": self.dropped,
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.ema, self.var = state_dict.get("ema"), float(state_dict.get("var", 0.0))
         self.seen, self.last = int(state_dict.get("seen", 0)), float(state_dict.get("last", 0.0))
+        self.in_a_row, self.dropped = int(state_dict.get("in_a_row", 0)), int(state_dict.get("dropped", 0))
 
     @staticmethod
     def _telemetry(trainer: L.Trainer) -> Any:
@@ -112,8 +129,13 @@ class SpikeWatch(L.Callback):
         if self.ema is not None and self.seen >= self.warmup:
             sigma = math.sqrt(self.var)
             if sigma > 0 and value > self.ema + self.threshold * sigma:
-                self._spike(trainer, pl_module, step, value, sigma)
+                if self.in_a_row < self.max_consecutive:
+                    self.in_a_row += 1
+                    self._spike(trainer, pl_module, step, value, sigma)
+                    return
+                self._rebaseline(trainer, step, value, sigma)
                 return
+        self.in_a_row = 0
         if self.ema is None:
             self.ema = value
         else:
@@ -123,6 +145,27 @@ class SpikeWatch(L.Callback):
             self.var = self.decay * self.var + (1 - self.decay) * diff * diff / 2
             self.ema += (1 - self.decay) * (value - self.ema)
         self.last = value
+        self.seen += 1
+
+    def _rebaseline(self, trainer: L.Trainer, step: int, value: float, sigma: float) -> None:
+        """The step after `max_consecutive` spikes in a row: a new level, not a spike. Its update is
+        applied, and the EMA restarts at its loss (σ is kept: the noise did not change)."""
+        assert self.ema is not None
+        if trainer.is_global_zero:
+            log.warning(
+                "loss at step %d (%.4g vs EMA %.4g, %.1fσ) follows %d spike steps in a row "
+                "(callbacks.spikes.max_consecutive): taken as the loss's new level, its update applied%s; "
+                "the EMA restarts at %.4g",
+                step,
+                value,
+                self.ema,
+                (value - self.ema) / sigma,
+                self.in_a_row,
+                "" if self.on_spike == "record" else " (on_spike=skip drops no more in this row)",
+                value,
+            )
+        self.rebaselines.append(step)
+        self.ema, self.last, self.in_a_row = value, value, 0
         self.seen += 1
 
     def _read(self, loss: torch.Tensor, step: int) -> tuple[int, float] | None:
@@ -159,7 +202,8 @@ class SpikeWatch(L.Callback):
         }
         self.spikes.append(record)
         if self.on_spike == "skip":
-            pl_module.skip_update = True
+            pl_module.skip_update = True  # consumed by this step's clipping: exactly one update dropped
+            self.dropped += 1
         if trainer.is_global_zero:
             log.warning(
                 "loss spike at step %d: %.4g vs EMA %.4g (%.1fσ > %.1fσ)%s",
@@ -293,6 +337,8 @@ class SpikeWatch(L.Callback):
             "spike_steps": [r["step"] for r in self.spikes],
             "first_spike_step": first["step"] if first else None,
             "first_spike_blocks": [b["block"] for b in first.get("blocks", [])] if first else [],
+            "spike_updates_dropped": self.dropped,
+            "spike_rebaseline_steps": list(self.rebaselines),
         }
 
 
