@@ -67,3 +67,20 @@ def _one_thread():
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One token cache per test session: tokenizing once is enough."""
     return tmp_path_factory.getbasetemp() / "token-cache"
+
+
+QUICK_ENV = {"OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="session")
+def quick_tying_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`python train.py -m experiment=ablate_tying_quick` (8 jobs, serial, one thread, default
+    loggers: wandb offline + csv), run once for the report's tests and the launchers' comparisons."""
+    out = tmp_path_factory.mktemp("sweep") / "sweep"
+    cache = tmp_path_factory.getbasetemp() / "token-cache"
+    proc = run_script(
+        "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}",
+        f"data.cache_dir={cache}", env=QUICK_ENV, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out

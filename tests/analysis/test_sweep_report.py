@@ -23,16 +23,9 @@ T975_1 = 12.706  # two-sided 95% t quantile, 1 degree of freedom (2 seeds)
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Run the quick grid once for every test of this module (default loggers: wandb offline + csv)."""
-    out = tmp_path_factory.mktemp("sweep") / "sweep"
-    cache = tmp_path_factory.getbasetemp() / "token-cache"
-    proc = run_script(
-        "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}",
-        f"data.cache_dir={cache}", env=ENV, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+def sweep(quick_tying_sweep: Path) -> Path:
+    """The quick grid, run once per session (tests/conftest.py; default loggers: wandb offline + csv)."""
+    return quick_tying_sweep
 
 
 def _jobs(sweep: Path) -> list[tuple[Path, dict, dict[str, str]]]:
