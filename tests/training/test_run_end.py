@@ -4,7 +4,6 @@ throughput without validation time, logger=none, and the MFU peak for the run's 
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -64,21 +63,39 @@ def test_logger_none_trains_to_the_end(tmp_path: Path, cache: Path) -> None:
     assert not (tmp_path / "csv").exists()
 
 
-class _SlowValidation(L.Callback):
-    """Makes every validation take `seconds` longer."""
+class FakeClock:
+    """The throughput callback's clock: it moves only when told, so no verdict depends on the speed
+    of the machine (the old test bounded a real step's wall time and failed once under load)."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+class _Tick(L.Callback):
+    """After the app's callbacks: each training step takes `step` s, each validation batch `val` s."""
+
+    def __init__(self, clock: FakeClock, step: float, val: float) -> None:
+        self.clock, self.step, self.val = clock, step, val
+
+    def on_train_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        self.clock.now += self.step
 
     def on_validation_batch_end(self, *args: Any, **kwargs: Any) -> None:
-        time.sleep(self.seconds)
+        self.clock.now += self.val
 
 
 def test_throughput_leaves_validation_time_out(
     tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 4 log intervals of 3 steps; the validation after step 6 sleeps 1.5 s, far above 3 tiny steps
-    with_callbacks(monkeypatch, _SlowValidation(1.5))
+    from gptlab.training.callbacks import throughput as tp
+
+    # 4 log intervals of 3 steps of 1 s each; the validation after step 6 takes 100 s (1 batch)
+    clock = FakeClock()
+    monkeypatch.setattr(tp, "time", clock)  # the module's only use of `time` is perf_counter
+    with_callbacks(monkeypatch, _Tick(clock, step=1.0, val=100.0))
     train_here(
         tmp_path,
         cache,
@@ -87,10 +104,12 @@ def test_throughput_leaves_validation_time_out(
         "trainer.log_every_n_steps=3",
         "data.val_windows=4",
     )
+    assert sorted(series(tmp_path, "val/loss")) == [5, 11]  # the validation is inside (6, 9]
     step_time = series(tmp_path, "throughput/step_time")
-    assert len(step_time) >= 3, step_time
-    # the interval (6, 9] holds a validation (at step 6, index 5): counted, it would add 0.5 s/step
-    assert max(step_time.values()) < 0.25, step_time
+    # the first interval (warm-up) is not logged; counted, the validation would make (6, 9] 34.3 s/step
+    assert step_time == {5: 1.0, 8: 1.0, 11: 1.0}, step_time
+    tokens = series(tmp_path, "throughput/tokens_per_sec")
+    assert tokens == {5: 4 * 32, 8: 4 * 32, 11: 4 * 32}, tokens  # data.batch_size × block_size per 1 s
 
 
 def test_mfu_peak_follows_the_chip_and_precision(monkeypatch: pytest.MonkeyPatch) -> None:
