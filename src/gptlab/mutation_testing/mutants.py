@@ -173,6 +173,13 @@ MUTANTS: list[Mutant] = [
     Mutant("uint32_as_uint16_unnoticed", "data/shards.py", "if len(odd) <= 4 and len(even) >= 64:",
            "if len(odd) <= 4 and len(even) < 64:",
            "a raw uint32 file read as uint16 trains on every other token being 0"),
+    # --- issue 25: spikes and resume ---
+    Mutant("spike_skip_unbounded", "training/callbacks/spikes.py",
+           "if self.in_a_row < self.max_consecutive:", "if True:",
+           "after a lasting level shift every step is a spike and on_spike=skip drops every update"),
+    Mutant("resume_log_step_not_restored", "training/callbacks/log_step.py",
+           "loop._batches_that_stepped = trainer.global_step", "pass",
+           "a run resumed from the final validation's checkpoint logs every metric one step early"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
