@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from gptlab.ablation.grid import grid_identity
 from gptlab.analysis.tables import parse_table
 from tests.conftest import QUICK_ENV, REPO, TINY, run_script
 from tests.distributed.test_multirun import wandb_records
@@ -129,7 +131,7 @@ def test_two_slots_match_the_serial_sweep_job_for_job(quick_tying_sweep: Path, t
     one thread per job in both), the same report tables; wandb: one run per job, all in one group,
     and the summary run written once, after the last job."""
     out = tmp_path / "sweep"
-    cache = quick_tying_sweep.parent.parent.parent / "token-cache"
+    cache = quick_tying_sweep.parent.parent / "token-cache"
     proc = run_script(
         "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}",
         f"data.cache_dir={cache}", "hydra.launcher.slots=2", "hydra.launcher.threads=1",
@@ -160,7 +162,7 @@ def test_submitit_array_matches_the_serial_sweep(quick_tying_sweep: Path, tmp_pa
     """hydra/launcher=array_local (submitit's local executor, real subprocesses): one array of 8,
     the same final losses job for job and the same report tables as the serial sweep."""
     out = tmp_path / "sweep"
-    cache = quick_tying_sweep.parent.parent.parent / "token-cache"
+    cache = quick_tying_sweep.parent.parent / "token-cache"
     proc = run_script(
         "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}",
         f"data.cache_dir={cache}", "hydra/launcher=array_local", "logger=csv", env=QUICK_ENV, timeout=600,
@@ -183,16 +185,21 @@ def _port_lines(run_dir: Path) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.multiproc
 def test_two_ddp_jobs_side_by_side_do_not_collide(tmp_path: Path) -> None:
-    """Two 2-process gloo jobs at once: each on its own rendezvous port, both finish."""
+    """The README's plain multirun with 2 slots: two 2-process gloo jobs at once, each on its own
+    rendezvous port, both finish."""
     out = tmp_path / "sweep"
     proc = run_script(
-        "train.py", "-m", "model.n_layer=1,2", "trainer.accelerator=cpu", "trainer.devices=2",
+        "train.py", "-m", "model/ffn=gelu,swiglu", "trainer.accelerator=cpu", "trainer.devices=2",
         "hydra.launcher.slots=2", "trainer.max_steps=6", "trainer.val_check_interval=3", *TINY,
         f"hydra.sweep.dir={out}", timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     ports = [_port_lines(out / k) for k in ("0", "1")]
     assert all(len(p) == 1 for p in ports) and ports[0] != ports[1], ports
+    slot_ports = re.findall(
+        r"port (\d+)", (proc.stdout + proc.stderr).split("slots side by side", 1)[1].split("\n")[0]
+    )
+    assert sorted(p for (p,) in ports) == sorted(slot_ports)  # each job on the port its slot reserved
     for k in ("0", "1"):
         assert json.loads((out / k / "metrics.json").read_text())["status"] == "finished"
     spans = [json.loads((out / k / "metrics.json").read_text()) for k in ("0", "1")]
@@ -266,3 +273,35 @@ def test_sigterm_to_the_sweep_checkpoints_every_running_job_and_a_rerun_resumes(
     final = {d.name: json.loads((d / "metrics.json").read_text()) for d in out.iterdir() if d.name.isdigit()}
     assert sorted(final) == ["0", "1", "2", "3"]
     assert all(m["status"] == "finished" and m["steps"] == 600 for m in final.values())
+
+
+@pytest.mark.slow
+def test_rerun_with_gaps_puts_each_job_in_its_own_numbered_dir(
+    quick_tying_sweep: Path, tmp_path: Path
+) -> None:
+    """Jobs 1 and 5 of a finished sweep are gone (never ran): the re-run launches both in one call,
+    and each lands in its own directory with its own overrides, number and loss, not in 1 and 2."""
+    import shutil
+
+    import yaml
+
+    out = tmp_path / "sweep"
+    shutil.copytree(quick_tying_sweep, out)
+    for k in ("1", "5"):
+        shutil.rmtree(out / k)
+    before = {k: (out / k / "metrics.json").stat().st_mtime_ns for k in ("0", "2", "3", "4", "6", "7")}
+    cache = quick_tying_sweep.parent.parent / "token-cache"
+    proc = run_script(
+        "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}",
+        f"data.cache_dir={cache}", env=QUICK_ENV, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for k in ("1", "5"):
+        ours = out / k / ".hydra"
+        theirs = quick_tying_sweep / k / ".hydra" / "overrides.yaml"
+        # the re-run adds logger.group=<the sweep's original group>: how it ran, not which job it is
+        mine = grid_identity(yaml.safe_load((ours / "overrides.yaml").read_text()))
+        assert mine == grid_identity(yaml.safe_load(theirs.read_text()))
+        assert yaml.safe_load((ours / "hydra.yaml").read_text())["hydra"]["job"]["num"] == int(k)
+    assert _losses(out) == _losses(quick_tying_sweep)
+    assert {k: (out / k / "metrics.json").stat().st_mtime_ns for k in before} == before  # untouched

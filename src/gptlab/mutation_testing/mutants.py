@@ -180,6 +180,23 @@ MUTANTS: list[Mutant] = [
     Mutant("resume_log_step_not_restored", "training/callbacks/log_step.py",
            "loop._batches_that_stepped = trainer.global_step", "pass",
            "a run resumed from the final validation's checkpoint logs every metric one step early"),
+    # --- issue 21: sweeps side by side ---
+    Mutant("slots_share_gpus", "launcher/slots.py",
+           "gpus=tuple(gpus[i * per_job : (i + 1) * per_job]) if on_gpu else (),",
+           "gpus=tuple(gpus[:per_job]) if on_gpu else (),", "every slot's job runs on the same GPUs"),
+    Mutant("slot_port_ignored", "training/launch.py",
+           "return int(given) if given.isdigit() else _free_port()", "return _free_port()",
+           "a DDP job ignores the port its slot reserved (two side-by-side jobs may race for one)"),
+    Mutant("sweeper_one_job_per_launch", "ablation/launch.py",
+           "results = sweeper.launcher.launch([job for _, job in left], initial_job_idx=left[0][0])",
+           "results = [r for k, j in left for r in sweeper.launcher.launch([j], initial_job_idx=k)]",
+           "the ablation sweeper hands jobs over one at a time: nothing runs side by side, no array"),
+    Mutant("job_subdir_not_pinned", "ablation/launch.py",
+           'left.append((k, [*job, *extra, f"hydra.sweep.subdir={k}"]))', "left.append((k, [*job, *extra]))",
+           "a re-run with gaps numbers its jobs consecutively: job 5 lands in job 2's directory"),
+    Mutant("sweep_sigterm_not_forwarded", "launcher/pool.py",
+           "        for w in workers.values():\n            _kill_group(w.proc, signal.SIGTERM)\n",
+           "        pass\n", "Ctrl-C / SIGTERM to a parallel sweep leaves its jobs without a checkpoint"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -147,7 +147,9 @@ class SlotsLauncher(BasicLauncher):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         where = ", ".join(
-            f"slot {s.index}: " + (f"GPU {','.join(s.gpus)}" if s.gpus else f"{s.threads} thread(s)")
+            f"slot {s.index}: "
+            + (f"GPU {','.join(s.gpus)}" if s.gpus else f"{s.threads} thread(s)")
+            + f", port {s.port}"
             for s in slots
         )
         log.info("Launching %d jobs in %d slots side by side (%s)", len(configs), len(slots), where)
