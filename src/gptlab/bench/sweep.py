@@ -1,7 +1,7 @@
 """Sweep benchmark: one ablation grid serially and with N slots side by side, interleaved rounds.
 
 usage: python scripts/bench_sweep.py [--experiment ablate_tying_quick] [--slots 2] [--rounds 2]
-                                     [--work DIR] [--json PATH]
+                                     [--set trainer.max_steps=200 ...] [--work DIR] [--json PATH]
 Serial is what a user gets without the launcher's slots: one job after another, torch's default
 threads (every core). Side by side is `hydra.launcher.slots=N hydra.launcher.threads=1`. Each round
 runs both, in alternating order (the shared machine's load drifts); the figure is the median of the
@@ -53,13 +53,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--work", type=Path, default=REPO / ".cache" / "bench_sweep")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--set", action="append", default=[], help="an override for every job (repeatable)")
     args = p.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
-    side = [f"hydra.launcher.slots={args.slots}", "hydra.launcher.threads=1"]
-    _sweep(args.work, "warmup", args.experiment, ["hydra.sweeper.seeds=1"])  # the token cache, once
+    side = [f"hydra.launcher.slots={args.slots}", "hydra.launcher.threads=1", *args.set]
+    serial = list(args.set)
+    _sweep(args.work, "warmup", args.experiment, ["hydra.sweeper.seeds=1", "trainer.max_steps=2"])  # tokens
     rows = []
     for r in range(args.rounds):
-        order = [("serial", []), ("slots", side)]
+        order = [("serial", serial), ("slots", side)]
         if r % 2:
             order.reverse()
         got = {name: _sweep(args.work, f"{name}_{r}", args.experiment, extra) for name, extra in order}
@@ -76,5 +78,6 @@ def main(argv: list[str]) -> int:
     ratio = statistics.median(row["ratio"] for row in rows)
     print(f"median ratio (slots / serial) over {args.rounds} rounds: {ratio:.2f}")
     if args.json:
-        args.json.write_text(json.dumps({"experiment": args.experiment, "slots": args.slots, "rounds": rows}))
+        record = {"experiment": args.experiment, "slots": args.slots, "set": args.set, "rounds": rows}
+        args.json.write_text(json.dumps(record))
     return 0 if all(not row["differ"] for row in rows) else 1

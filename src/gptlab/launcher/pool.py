@@ -87,8 +87,8 @@ def entry_command() -> list[str]:
     return [sys.executable, "-m", spec.name]
 
 
-def _start_worker(slot: Slot, entry: list[str]) -> _Worker:
-    env = {**os.environ, **slot_env(slot), "GPTLAB_ENTRY": json.dumps(entry)}
+def _start_worker(slot: Slot, entry: list[str], preload: str) -> _Worker:
+    env = {**os.environ, **slot_env(slot), "GPTLAB_ENTRY": json.dumps(entry), "GPTLAB_PRELOAD": preload}
     proc = subprocess.Popen(
         [sys.executable, "-m", "gptlab.launcher.worker"],
         env=env,
@@ -107,6 +107,7 @@ def run_in_slots(
     stop_timeout_s: float = 120.0,
     poll_s: float = 0.1,
     on_start: Callable[[Task, Slot], None] | None = None,
+    preload: str = "",
 ) -> list[Outcome]:
     """Every task run once, started in list order as slots free up; outcomes in the tasks' order."""
     scratch.mkdir(mode=0o700, parents=True, exist_ok=True)  # job files: this user's processes only
@@ -138,7 +139,7 @@ def run_in_slots(
                 if w is not None and w.task is not None:
                     continue
                 if w is None or w.proc.poll() is not None:
-                    w = workers[slot.index] = _start_worker(slot, entry)
+                    w = workers[slot.index] = _start_worker(slot, entry, preload)
                     if stop:  # the signal came while it was starting
                         _kill_group(w.proc, signal.SIGTERM)
                         break

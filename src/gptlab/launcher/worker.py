@@ -11,6 +11,8 @@ which ends this worker with that exit code and no outcome: the launcher reads th
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,14 @@ def run_one(job_file: Path) -> None:
 
 
 def main() -> int:
+    # Import what every gptlab job needs (torch, Lightning: ~6 s) before the first job arrives, while
+    # the sweep process is still pickling jobs; a job of another app pays only for this.
+    preload = os.environ.get("GPTLAB_PRELOAD", "")
+    if preload:
+        try:
+            importlib.import_module(preload)
+        except ImportError:
+            pass  # the job imports what it needs itself
     for line in sys.stdin:
         if line.strip():
             run_one(Path(line.strip()))

@@ -11,6 +11,7 @@ Hydra imports every plugin module at start-up: nothing heavy at import time.
 # sys.modules, and dataclasses cannot resolve string annotations then.
 import logging
 import os
+import shutil
 import socket
 import sys
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ class SlotsLauncherConf:
     gpus: Any = "auto"  # the GPU ids to share out; auto: CUDA_VISIBLE_DEVICES, else every GPU
     threads: Any = "auto"  # torch threads per process; auto: cores ÷ (slots × trainer.devices)
     stop_timeout_s: float = 120.0  # after Ctrl-C / SIGTERM, how long jobs get to checkpoint
+    preload: str = "gptlab.training.app"  # what a slot's worker imports before its first job
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="slots", node=SlotsLauncherConf, provider="gptlab")
@@ -55,6 +57,8 @@ def visible_gpus(setting: Any) -> list[str]:
     given = os.environ.get("CUDA_VISIBLE_DEVICES")
     if given is not None:
         return [g.strip() for g in given.split(",") if g.strip() and g.strip() != "-1"]
+    if not Path("/proc/driver/nvidia/gpus").is_dir() and not shutil.which("nvidia-smi"):
+        return []  # no NVIDIA driver: no need to import torch (1.5 s) in the sweep process to learn it
     import torch
 
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
@@ -92,16 +96,24 @@ def literal_subdir(overrides: Sequence[str]) -> int | None:
 
 class SlotsLauncher(BasicLauncher):
     def __init__(
-        self, slots: Any = "auto", gpus: Any = "auto", threads: Any = "auto", stop_timeout_s: float = 120.0
+        self,
+        slots: Any = "auto",
+        gpus: Any = "auto",
+        threads: Any = "auto",
+        stop_timeout_s: float = 120.0,
+        preload: str = "gptlab.training.app",
     ) -> None:
         super().__init__()
         self.slots_setting, self.gpus_setting, self.threads = slots, gpus, threads
-        self.stop_timeout_s = float(stop_timeout_s)
+        self.stop_timeout_s, self.preload = float(stop_timeout_s), str(preload or "")
+        self._checked: dict[tuple[str, ...], DictConfig] = {}
 
     def _compose(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[DictConfig]:
         configs = []
         for i, overrides in enumerate(job_overrides):
-            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            cfg = self._checked.pop(tuple(overrides), None)  # composed by check_jobs a moment ago
+            if cfg is None:
+                cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             num = literal_subdir(overrides)
             num = initial_job_idx + i if num is None else num
             with open_dict(cfg):
@@ -126,10 +138,12 @@ class SlotsLauncher(BasicLauncher):
         """Refuse impossible settings before a sweep writes anything (the ablation sweeper calls it)."""
         from gptlab.launcher.slots import SlotError
 
+        configs = self._compose(job_overrides, 0)
         try:
-            self.plan(self._compose(job_overrides, 0))
+            self.plan(configs)
         except SlotError as err:
             fail(str(err))
+        self._checked = {tuple(o): c for o, c in zip(job_overrides, configs, strict=True)}
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from gptlab.launcher.pool import Task, run_in_slots
@@ -174,7 +188,9 @@ class SlotsLauncher(BasicLauncher):
                 " ".join(filter_overrides(job_overrides[tasks.index(task)])),
             )
 
-        outcomes = run_in_slots(tasks, slots, sweep_dir / ".slots", self.stop_timeout_s, on_start=started)
+        outcomes = run_in_slots(
+            tasks, slots, sweep_dir / ".slots", self.stop_timeout_s, on_start=started, preload=self.preload
+        )
         returns = []
         for overrides, cfg, out in zip(job_overrides, configs, outcomes, strict=True):
             ret = JobReturn(
