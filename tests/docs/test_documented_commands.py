@@ -52,6 +52,10 @@ SWEEPS_21 = "covered by tests/launcher (issue 21)"
 
 # --- the table -------------------------------------------------------------------------------------
 COMMANDS: dict[str, str] = {
+    # docs/performance.md, "Sweeps side by side" (issue 21): the same script at 1 round, 2 jobs
+    "python scripts/bench_sweep.py --rounds 2": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
+    "python scripts/bench_sweep.py --rounds 2 --set trainer.max_steps=300 --set trainer.val_check_interval=100": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
+    "python scripts/bench_sweep.py --rounds 2 --set trainer.max_steps=1500 --set trainer.val_check_interval=500": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
     # README, "Sweeps on one node" / "Sweeps on SLURM" (issue 21)
     "python train.py -m experiment=ablate_placement trainer.devices=2": f"{GPU} (4 DDP jobs of 2 GPUs; the GPU split is run on a probe app: tests/launcher/test_parallel_sweeps.py::test_each_running_job_gets_its_own_gpus_port_and_threads)",
     "python train.py -m experiment=ablate_tying_quick hydra.launcher.slots=2": "tests/launcher/test_parallel_sweeps.py::test_two_slots_match_the_serial_sweep_job_for_job",
