@@ -305,3 +305,28 @@ def test_rerun_with_gaps_puts_each_job_in_its_own_numbered_dir(
         assert yaml.safe_load((ours / "hydra.yaml").read_text())["hydra"]["job"]["num"] == int(k)
     assert _losses(out) == _losses(quick_tying_sweep)
     assert {k: (out / k / "metrics.json").stat().st_mtime_ns for k in before} == before  # untouched
+
+
+@pytest.mark.slow
+def test_an_array_task_retried_over_its_unfinished_run_resumes_from_last_ckpt(tmp_path: Path) -> None:
+    """What a requeued SLURM array task meets: its job directory holds a run that stopped (status
+    preempted, last.ckpt at step 10). A plain multirun through hydra/launcher=array_local, which adds
+    no ckpt_path itself, resumes it from that checkpoint instead of starting over."""
+    out = tmp_path / "sweep"
+    common = [*TINY, "trainer.val_check_interval=5", "sample.max_new_tokens=0", "data.max_bytes=200000"]
+    first = run_script("train.py", *common, "trainer.max_steps=10", f"hydra.run.dir={out / '0'}", timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    metrics = out / "0" / "metrics.json"
+    metrics.write_text(json.dumps({**json.loads(metrics.read_text()), "status": "preempted"}))
+    assert (out / "0" / "checkpoints" / "last.ckpt").is_file()
+    again = run_script(
+        "train.py", "-m", *common, "trainer.max_steps=20", "hydra/launcher=array_local",
+        f"hydra.sweep.dir={out}", timeout=600,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    log = "".join(p.read_text() for p in (out / ".submitit").rglob("*.out")) + again.stdout + again.stderr
+    assert "job 0: its directory holds an unfinished run; resuming from" in log
+    final = json.loads(metrics.read_text())
+    assert final["status"] == "finished" and final["steps"] == 20
+    job_log = "".join(p.read_text() for p in (out / "0").glob("*.log"))
+    assert "Restored all states from the checkpoint" in job_log  # Lightning's: not a fresh start
