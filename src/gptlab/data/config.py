@@ -33,6 +33,10 @@ class DataConfig:
     tokenizer: str = "byte"  # byte | bpe | pretrained
     tokenizer_path: str | None = None  # pretrained/tokens: a tokenizer.json file or a directory holding one
     bpe_vocab_size: int = 4096
+    # bpe/pretrained: encode through tiktoken when its ids are checked identical to tokenizers' on a
+    # sample of the corpus (auto; tiktoken: an error if not), or always through tokenizers. The ids,
+    # and so the packed cache, are the same either way
+    bpe_encoder: str = "auto"  # auto | tiktoken | tokenizers
     val_fraction: float = 0.05  # every round(1/val_fraction)-th document (shard, for tokens) goes to val
     batch_size: int = 16  # per device, per micro-step
     # windows validation scores, spread over the whole val split; 0: all of them; null: 128, or

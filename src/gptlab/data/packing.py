@@ -240,7 +240,8 @@ def _pack_dataset(cfg: DataConfig, tmp: Path, fp: str, source_fp: str) -> tuple[
     groups = docs["group"] if "group" in docs.column_names else None
     is_val = val_mask(len(docs), cfg.val_fraction, groups)
     train_docs = docs.select(np.flatnonzero(~is_val)) if len(docs) > 1 else docs
-    tokenizer = build_tokenizer(cfg, lambda: _texts(train_docs), source_fp)
+    texts = lambda: _texts(train_docs)  # noqa: E731
+    tokenizer = build_tokenizer(cfg, texts, source_fp, sample_fn=texts)
     dtype = token_dtype(tokenizer.vocab_size)
     scratch = tmp / "_scratch"
     scratch.mkdir()
@@ -265,7 +266,8 @@ def _train_texts(cfg: DataConfig) -> Iterator[str]:
 def _pack_stream(cfg: DataConfig, tmp: Path, source_fp: str) -> tuple[Tokenizer, dict, int]:
     """Stream the source (a text file split at data.doc_separator, or a streamed hub set) into the
     splits batch by batch: memory does not grow with the corpus."""
-    tokenizer = build_tokenizer(cfg, lambda: _train_texts(cfg), source_fp)
+    texts = lambda: _train_texts(cfg)  # noqa: E731
+    tokenizer = build_tokenizer(cfg, texts, source_fp, sample_fn=texts)
     dtype = token_dtype(tokenizer.vocab_size)
     num_proc = max(1, cfg.num_proc)
     if (

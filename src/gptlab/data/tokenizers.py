@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+import tiktoken
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from gptlab.data.config import TOKENIZERS, DataConfig
 from gptlab.data.sources import resolve_path, source_fingerprint
+from gptlab.data.tiktoken_bpe import BPE_ENCODERS, bytes_to_unicode, checked_encoding
 from gptlab.data.tokenizer_files import EOS_CANDIDATES as _EOS_CANDIDATES  # tried when no config names one
 from gptlab.data.tokenizer_files import TOKENIZER_CONFIG_FILE as CONFIG_FILE
 from gptlab.data.tokenizer_files import TOKENIZER_FILE
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 
 EOT = "<|endoftext|>"
 BYTE_EOS = 0xFF  # the byte tokenizer's end-of-text id: a byte value UTF-8 never uses
+_THREADS = max(1, len(os.sched_getaffinity(0)))  # tiktoken's encode_batch threads: the usable cores
 
 
 @runtime_checkable
@@ -42,17 +45,6 @@ class Tokenizer(Protocol):
     def decode(self, ids: Iterable[int]) -> str: ...
 
     def save(self, directory: str | os.PathLike[str]) -> Path: ...
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte→printable-char table, so a byte tokenizer can be written as a tokenizer.json.
-
-    Read off `tokenizers`' ByteLevel alphabet: a byte whose own character is in the alphabet keeps
-    it, the others take the alphabet's characters above U+00FF in order (GPT-2's rule).
-    """
-    alphabet = set(pre_tokenizers.ByteLevel.alphabet())
-    spare = iter(sorted(c for c in alphabet if ord(c) > 0xFF))
-    return {b: chr(b) if chr(b) in alphabet else next(spare) for b in range(256)}
 
 
 def _write_config(directory: Path, name: str, eos: str | None) -> None:
@@ -107,7 +99,12 @@ class ByteTokenizer:
 
 
 class HFTokenizer:
-    """A `tokenizers.Tokenizer` behind the protocol (shared by the BPE and pretrained kinds)."""
+    """A `tokenizers.Tokenizer` behind the protocol (shared by the BPE and pretrained kinds).
+
+    `fast`, when set (`use_tiktoken`), is the same BPE as a tiktoken Encoding whose ids were checked
+    identical to `tokenizers`' on a sample of the corpus: encoding then goes through tiktoken."""
+
+    fast: tiktoken.Encoding | None = None
 
     def __init__(self, tok: tokenizers.Tokenizer, name: str, eos_id: int | None) -> None:
         self.tok = tok
@@ -115,12 +112,21 @@ class HFTokenizer:
         self.eos_id = eos_id
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
 
+    def use_tiktoken(self, texts: Iterable[str], mode: str = "auto") -> bool:
+        """Encode through tiktoken from now on if the conversion is exact on texts (+ probes)."""
+        self.fast = checked_encoding(self.tok, texts, mode, name=f"gptlab-{self.name}")
+        return self.fast is not None
+
     def encode(self, text: str) -> list[int]:
         """Ids of text, without the post-processor's special tokens (packing adds EOS itself)."""
+        if self.fast is not None:
+            return self.fast.encode(text, allowed_special="all")
         return self.tok.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        """Ids of each text, encoded in parallel by the Rust library."""
+        """Ids of each text, encoded in parallel by the Rust library (tiktoken's, when checked)."""
+        if self.fast is not None:
+            return self.fast.encode_batch(texts, num_threads=_THREADS, allowed_special="all")
         fast = getattr(self.tok, "encode_batch_fast", None)  # skips offsets (tokenizers >= 0.21)
         encs = (fast or self.tok.encode_batch)(texts, add_special_tokens=False)
         return [e.ids for e in encs]
@@ -254,6 +260,10 @@ def _check_choice(cfg: DataConfig) -> None:
         raise ValueError(
             f"data.tokenizer={cfg.tokenizer!r} is not accepted; choose one of {', '.join(TOKENIZERS)}"
         )
+    if cfg.bpe_encoder not in BPE_ENCODERS:
+        raise ValueError(
+            f"data.bpe_encoder={cfg.bpe_encoder!r} is not accepted; choose one of {', '.join(BPE_ENCODERS)}"
+        )
     if cfg.tokenizer == "bpe" and not 257 <= cfg.bpe_vocab_size <= 2**32 - 1:
         raise ValueError(
             f"data.bpe_vocab_size={cfg.bpe_vocab_size!r} must be in 257..4294967295 "
@@ -300,11 +310,20 @@ def build_tokenizer(
     cfg: DataConfig,
     documents_fn: Callable[[], Iterable[str]],
     source_fp: str | None = None,
+    sample_fn: Callable[[], Iterable[str]] | None = None,
 ) -> Tokenizer:
-    """The configured tokenizer; documents_fn (train texts) is only called when BPE must train."""
+    """The configured tokenizer; documents_fn (train texts) is only called when BPE must train.
+
+    A BPE is then encoded through tiktoken if data.bpe_encoder allows and its ids are identical to
+    `tokenizers`' on the first texts of sample_fn (packing passes the train texts) and the probes."""
     _check_choice(cfg)
     if cfg.tokenizer == "byte":
         return ByteTokenizer()
     if cfg.tokenizer == "bpe":
-        return _cached_bpe(cfg, documents_fn, source_fp or source_fingerprint(cfg))
-    return PretrainedTokenizer(cfg.tokenizer_path or "")
+        tok: HFTokenizer = _cached_bpe(cfg, documents_fn, source_fp or source_fingerprint(cfg))
+    else:
+        tok = PretrainedTokenizer(cfg.tokenizer_path or "")
+    tok.use_tiktoken(
+        sample_fn() if sample_fn else (), cfg.bpe_encoder
+    )  # ids are the same either way: not in the fingerprint
+    return tok

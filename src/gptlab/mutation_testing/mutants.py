@@ -197,6 +197,12 @@ MUTANTS: list[Mutant] = [
     Mutant("sweep_sigterm_not_forwarded", "launcher/pool.py",
            "        for w in workers.values():\n            _kill_group(w.proc, signal.SIGTERM)\n",
            "        pass\n", "Ctrl-C / SIGTERM to a parallel sweep leaves its jobs without a checkpoint"),
+    # --- issue 23: tiktoken ---
+    Mutant("tiktoken_rank_offset", "data/tiktoken_bpe.py", "        ranks[raw] = int(tid)\n",
+           "        ranks[raw] = int(tid) + 1\n",
+           "the converted ranks are off by one: every BPE silently falls back to the slow encoder"),
+    Mutant("tiktoken_sample_unchecked", "data/tiktoken_bpe.py", "bad = first_mismatch(tok, enc, docs)",
+           "bad = None", "a BPE whose tiktoken ids differ packs different tokens than tokenizers would"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
