@@ -1,5 +1,8 @@
 """Packing benchmark: MB/s and peak RSS of the streaming packer on a generated multi-GB corpus.
 
+The BPE rows run once per encoder (`--encoders tiktoken,tokenizers`: data.bpe_encoder forced to each),
+side by side in the same rounds, and check that both packed the same bytes (meta.json's checksums).
+
 Each measurement is a fresh interpreter (`python -m gptlab.bench.packing --child <json>`) that packs
 the corpus with `prepare_tokens` into an empty cache, so imports, the pool's start, writing and the
 checksums are all in the time; the corpus is read from the page cache after the first round. Peak RSS
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import resource
 import shutil
@@ -76,6 +80,11 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.pop("force_pool", False):  # corpora under PARALLEL_MIN_BYTES would otherwise run in-process
         packing.PARALLEL_MIN_BYTES = 0
         packing.STREAM_POOL_FOR_BYTES = True  # measure the pool the packer would not choose for bytes
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("gptlab.data.tiktoken_bpe").addHandler(handler)
+    logging.getLogger("gptlab.data.tiktoken_bpe").setLevel(logging.INFO)
     t0, c0 = time.perf_counter(), time.process_time()
     packed = prepare_tokens(DataConfig(**spec))
     seconds = time.perf_counter() - t0
@@ -88,16 +97,24 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         "rss_mib": int(hwm.split()[1]) / 1024,
         "worker_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "tokens": sum(packed.meta["n_tokens"].values()),
+        "files": packed.meta["files"],
+        "encoder_said": said,
     }
 
 
 @dataclass(frozen=True)
 class Case:
-    """One configuration: tokenizer, processes, corpus size."""
+    """One configuration: tokenizer, processes, corpus size, and for BPE the encoder."""
 
     tokenizer: str
     procs: int
     n_bytes: int
+    encoder: str = ""  # bpe: tiktoken | tokenizers (data.bpe_encoder)
+
+    @property
+    def label(self) -> str:
+        """The tokenizer column: 'byte', 'bpe (tiktoken)', ..."""
+        return f"{self.tokenizer} ({self.encoder})" if self.encoder else self.tokenizer
 
 
 def measure(case: Case, corpus: Path, bpe_dir: Path, work: Path) -> dict[str, Any]:
@@ -112,7 +129,7 @@ def measure(case: Case, corpus: Path, bpe_dir: Path, work: Path) -> dict[str, An
         "force_pool": case.procs > 1,
     }
     if case.tokenizer == "bpe":
-        spec.update(tokenizer="pretrained", tokenizer_path=str(bpe_dir))
+        spec.update(tokenizer="pretrained", tokenizer_path=str(bpe_dir), bpe_encoder=case.encoder)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
         proc = subprocess.run(
@@ -127,35 +144,59 @@ def measure(case: Case, corpus: Path, bpe_dir: Path, work: Path) -> dict[str, An
         result = json.loads(proc.stdout.strip().splitlines()[-1])
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+    if case.encoder and not any(
+        line.startswith(f"encoding with {case.encoder}") for line in result["encoder_said"]
+    ):
+        raise RuntimeError(f"{case.label}: the packer did not say it encoded with {case.encoder}: {result}")
     result["mb_s"] = case.n_bytes / 1e6 / result["seconds"]
     result["mb_cpu_s"] = case.n_bytes / 1e6 / result["cpu_seconds"]
     return result
 
 
 def run(
-    sizes: list[int], tokenizers: list[str], procs: list[int], rounds: int, work: Path
+    sizes: list[int],
+    tokenizers: list[str],
+    procs: list[int],
+    rounds: int,
+    work: Path,
+    encoders: tuple[str, ...] = ("tiktoken", "tokenizers"),
 ) -> list[dict[str, Any]]:
-    """Every case `rounds` times, interleaved; the median and spread of each."""
+    """Every case `rounds` times, interleaved; the median and spread of each. Raises if two BPE
+    encoders packed different bytes."""
     work.mkdir(parents=True, exist_ok=True)
     corpora = {n: generate_corpus(work / f"corpus_{n >> 20}MiB.txt", n) for n in sizes}
     bpe_dir = train_bpe(corpora[min(sizes)], work / "bpe4096") if "bpe" in tokenizers else work
-    cases = [Case(t, p, n) for t in tokenizers for p in procs for n in sizes]
+    cases = [
+        Case(t, p, n, e)
+        for t in tokenizers
+        for p in procs
+        for n in sizes
+        for e in (encoders if t == "bpe" else ("",))
+    ]
     samples: dict[Case, list[dict[str, Any]]] = {c: [] for c in cases}
     for r in range(rounds):
         for c in cases:
+            load = os.getloadavg()[0]
             res = measure(c, corpora[c.n_bytes], bpe_dir, work)
+            res["load"] = load
             samples[c].append(res)
             print(
-                f"round {r + 1}: {c.tokenizer} procs={c.procs} {c.n_bytes >> 20} MiB: "
-                f"{res['mb_s']:.1f} MB/s ({res['mb_cpu_s']:.1f} per CPU-s), RSS {res['rss_mib']:.0f} MiB",
+                f"round {r + 1}: {c.label} procs={c.procs} {c.n_bytes >> 20} MiB: "
+                f"{res['mb_s']:.1f} MB/s ({res['mb_cpu_s']:.1f} per CPU-s), RSS {res['rss_mib']:.0f} MiB, "
+                f"load average {load:.2f}",
                 flush=True,
             )
+    for c in cases:  # the encoders must have packed the same bytes
+        for other in cases:
+            if c.encoder and other.encoder and (c.procs, c.n_bytes) == (other.procs, other.n_bytes):
+                if samples[c][0]["files"] != samples[other][0]["files"]:
+                    raise RuntimeError(f"{c.label} and {other.label} packed different bytes")
     rows = []
     for c, runs in samples.items():
         speeds = [s["mb_s"] for s in runs]
         rows.append(
             {
-                "tokenizer": c.tokenizer,
+                "tokenizer": c.label,
                 "procs": c.procs,
                 "corpus_mib": c.n_bytes >> 20,
                 "mb_s_median": statistics.median(speeds),
@@ -165,6 +206,8 @@ def run(
                 "rss_mib_max": max(s["rss_mib"] for s in runs),
                 "worker_rss_mib_max": max(s["worker_rss_mib"] for s in runs),
                 "rounds": len(runs),
+                "load_min": min(s["load"] for s in runs),
+                "load_max": max(s["load"] for s in runs),
             }
         )
     return rows
@@ -174,15 +217,15 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     """The markdown table docs/performance.md shows."""
     lines = [
         "| tokenizer | processes | corpus | MB/s median (min–max) | MB per CPU-second | peak RSS main "
-        "| peak RSS per worker |",
-        "|---|---|---|---|---|---|---|",
+        "| peak RSS per worker | load average |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         worker = f"{r['worker_rss_mib_max']:.0f} MiB" if r["procs"] > 1 else "–"
         lines.append(
             f"| {r['tokenizer']} | {r['procs']} | {r['corpus_mib']} MiB | {r['mb_s_median']:.1f} "
             f"({r['mb_s_min']:.1f}–{r['mb_s_max']:.1f}) | {r['mb_cpu_s_median']:.1f} "
-            f"| {r['rss_mib_max']:.0f} MiB | {worker} |"
+            f"| {r['rss_mib_max']:.0f} MiB | {worker} | {r['load_min']:.1f}–{r['load_max']:.1f} |"
         )
     return "\n".join(lines)
 
@@ -193,6 +236,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--sizes-mib", default="2048,512", help="corpus sizes, comma-separated (MiB)")
     p.add_argument("--tokenizers", default="byte,bpe")
     p.add_argument("--procs", default="1,2")
+    p.add_argument("--encoders", default="tiktoken,tokenizers", help="the BPE rows' data.bpe_encoder values")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "gptlab-bench-packing"))
     p.add_argument("--json", default=None, help="also write the rows as JSON here")
@@ -212,6 +256,7 @@ def main(argv: list[str]) -> int:
         [int(p) for p in args.procs.split(",")],
         args.rounds,
         Path(args.work),
+        tuple(args.encoders.split(",")),
     )
     print(format_table(rows))
     if args.json:

@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 
 EOT = "<|endoftext|>"
 BYTE_EOS = 0xFF  # the byte tokenizer's end-of-text id: a byte value UTF-8 never uses
-_THREADS = max(1, len(os.sched_getaffinity(0)))  # tiktoken's encode_batch threads: the usable cores
 
 
 @runtime_checkable
@@ -105,6 +104,7 @@ class HFTokenizer:
     identical to `tokenizers`' on a sample of the corpus: encoding then goes through tiktoken."""
 
     fast: tiktoken.Encoding | None = None
+    threads = max(1, len(os.sched_getaffinity(0)))  # tiktoken's encode_batch threads: the usable cores
 
     def __init__(self, tok: tokenizers.Tokenizer, name: str, eos_id: int | None) -> None:
         self.tok = tok
@@ -126,7 +126,7 @@ class HFTokenizer:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """Ids of each text, encoded in parallel by the Rust library (tiktoken's, when checked)."""
         if self.fast is not None:
-            return self.fast.encode_batch(texts, num_threads=_THREADS, allowed_special="all")
+            return self.fast.encode_batch(texts, num_threads=self.threads, allowed_special="all")
         fast = getattr(self.tok, "encode_batch_fast", None)  # skips offsets (tokenizers >= 0.21)
         encs = (fast or self.tok.encode_batch)(texts, add_special_tokens=False)
         return [e.ids for e in encs]

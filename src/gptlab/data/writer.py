@@ -10,6 +10,7 @@ the child); at most
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -98,6 +99,9 @@ def _encoded(
         for b in batch_iter:
             yield b, encode(tokenizer, dtype, b.raws, b.ends)
         return
+    if hasattr(tokenizer, "threads"):  # tiktoken's threads: the pool's processes share the cores
+        tokenizer = copy.copy(tokenizer)
+        tokenizer.threads = max(1, tokenizer.threads // num_proc)
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(num_proc, initializer=_init_worker, initargs=(tokenizer, dtype)) as pool:
         pending: deque = deque()
