@@ -59,7 +59,7 @@ ROWS = [
     (
         "unknown_tokenizer",
         ["data.tokenizer=wordpiece"],
-        r"error: data\.tokenizer='wordpiece' is not accepted; choose one of byte, bpe, pretrained",
+        r"error: data\.tokenizer='wordpiece' is not accepted; choose one of byte, bpe, pretrained, tiktoken",
     ),
     (
         "bad_placement",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SOURCES = ("pystdlib", "text", "json", "parquet", "hub", "tokens")
-TOKENIZERS = ("byte", "bpe", "pretrained")
+TOKENIZERS = ("byte", "bpe", "pretrained", "tiktoken")
 TOKEN_DTYPES = ("uint16", "uint32")
 
 
@@ -30,7 +30,10 @@ class DataConfig:
     token_dtype: str | None = None  # uint16 | uint32
     val_path: str | None = None  # tokens: the val shard file(s) or glob
     vocab_size: int | None = None  # tokens: ids are < vocab_size (or give data.tokenizer_path)
-    tokenizer: str = "byte"  # byte | bpe | pretrained
+    tokenizer: str = "byte"  # byte | bpe | pretrained | tiktoken
+    # tiktoken: gpt2 | cl100k_base | o200k_base | ... (tiktoken's cache or a download), or the path of
+    # a .tiktoken file (<base64 token> <rank> a line; GPT-2's split pattern, <|endoftext|> after the last)
+    tiktoken_encoding: str = "gpt2"
     tokenizer_path: str | None = None  # pretrained/tokens: a tokenizer.json file or a directory holding one
     bpe_vocab_size: int = 4096
     # bpe/pretrained: encode through tiktoken when its ids are checked identical to tokenizers' on a

@@ -78,6 +78,8 @@ class PackedData:
 def token_dtype(vocab_size: int) -> np.dtype:
     """Smallest file dtype for the vocabulary: uint8 for the byte tokenizer's 256 ids (half the bytes
     to write and read), uint16 up to 65536 ids, else uint32."""
+    if vocab_size > 1 << 32:
+        raise ValueError(f"a vocabulary of {vocab_size} ids does not fit the widest token files (uint32)")
     if vocab_size <= 256:
         return np.dtype(np.uint8)
     return np.dtype(np.uint16 if vocab_size <= 65536 else np.uint32)

@@ -19,6 +19,8 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 from gptlab.data.config import TOKENIZERS, DataConfig
 from gptlab.data.sources import resolve_path, source_fingerprint
 from gptlab.data.tiktoken_bpe import BPE_ENCODERS, bytes_to_unicode, checked_encoding
+from gptlab.data.tiktoken_encodings import TiktokenTokenizer
+from gptlab.data.tiktoken_encodings import identity as tiktoken_identity
 from gptlab.data.tokenizer_files import EOS_CANDIDATES as _EOS_CANDIDATES  # tried when no config names one
 from gptlab.data.tokenizer_files import TOKENIZER_CONFIG_FILE as CONFIG_FILE
 from gptlab.data.tokenizer_files import TOKENIZER_FILE
@@ -250,6 +252,8 @@ def load_tokenizer(directory: str | os.PathLike[str]) -> Tokenizer:
         return ByteTokenizer()
     if name and name.startswith("bpe"):
         return BPETokenizer.from_file(directory / TOKENIZER_FILE)
+    if name and name.startswith("tiktoken:") and (directory / "tokenizer.tiktoken").is_file():
+        return TiktokenTokenizer.load(directory)
     if name and name.startswith("ids"):
         return IdTokenizer(tokenizers.Tokenizer.from_file(str(directory / TOKENIZER_FILE)), name, None)
     return PretrainedTokenizer(directory, name=name)
@@ -279,6 +283,8 @@ def tokenizer_identity(cfg: DataConfig, source_fp: str | None = None) -> str:
     if cfg.tokenizer == "bpe":
         source_fp = source_fp or source_fingerprint(cfg)
         return f"bpe{cfg.bpe_vocab_size}:{source_fp}:{cfg.val_fraction}"
+    if cfg.tokenizer == "tiktoken":
+        return tiktoken_identity(cfg.tiktoken_encoding)
     digest = hashlib.sha256(pretrained_file(cfg.tokenizer_path).read_bytes()).hexdigest()[:16]
     return f"pretrained:{digest}"
 
@@ -319,6 +325,8 @@ def build_tokenizer(
     _check_choice(cfg)
     if cfg.tokenizer == "byte":
         return ByteTokenizer()
+    if cfg.tokenizer == "tiktoken":
+        return TiktokenTokenizer.from_setting(cfg.tiktoken_encoding)
     if cfg.tokenizer == "bpe":
         tok: HFTokenizer = _cached_bpe(cfg, documents_fn, source_fp or source_fingerprint(cfg))
     else:

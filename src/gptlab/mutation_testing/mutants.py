@@ -203,6 +203,9 @@ MUTANTS: list[Mutant] = [
            "the converted ranks are off by one: every BPE silently falls back to the slow encoder"),
     Mutant("tiktoken_sample_unchecked", "data/tiktoken_bpe.py", "bad = first_mismatch(tok, enc, docs)",
            "bad = None", "a BPE whose tiktoken ids differ packs different tokens than tokenizers would"),
+    Mutant("tiktoken_vocab_unpadded", "data/tiktoken_encodings.py",
+           "self.vocab_size = padded(enc.n_vocab)", "self.vocab_size = enc.n_vocab",
+           "data.tokenizer=tiktoken sizes the embedding at 50,257 instead of a multiple of 64"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
