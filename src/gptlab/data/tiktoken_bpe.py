@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 import tiktoken
 import tokenizers
@@ -113,6 +114,19 @@ def to_tiktoken(tok: tokenizers.Tokenizer, name: str = "gptlab-bpe") -> tiktoken
     if len(ranks) - 256 != n_merges:
         raise NotConvertible(f"{len(ranks) - 256} multi-byte tokens but {n_merges} merges")
     return tiktoken.Encoding(name, pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special)
+
+
+def encode_batch(enc: tiktoken.Encoding, texts: list[str], threads: int = 1) -> list[list[int]]:
+    """Ids of each text (special tokens in the text become their ids), on `threads` threads over
+    contiguous chunks: tiktoken's own encode_batch submits one task per text, whose Python overhead
+    (~50 us a text) cost a third of the packing time on ~800-byte documents."""
+    if threads <= 1 or len(texts) < 2 * threads:
+        return [enc.encode(t, allowed_special="all") for t in texts]
+    size = -(-len(texts) // threads)
+    chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
+    with ThreadPoolExecutor(len(chunks)) as pool:
+        parts = pool.map(lambda chunk: [enc.encode(t, allowed_special="all") for t in chunk], chunks)
+        return [ids for part in parts for ids in part]
 
 
 def first_mismatch(

@@ -28,7 +28,7 @@ import tokenizers
 from tokenizers import decoders, models, pre_tokenizers
 
 from gptlab.data.sources import resolve_path
-from gptlab.data.tiktoken_bpe import GPT2_PATTERN, bytes_to_unicode
+from gptlab.data.tiktoken_bpe import GPT2_PATTERN, bytes_to_unicode, encode_batch
 from gptlab.data.tokenizer_files import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ class TiktokenTokenizer:
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """Ids of each text, on `threads` threads."""
-        return self.enc.encode_batch(texts, num_threads=self.threads, allowed_special="all")
+        return encode_batch(self.enc, texts, self.threads)
 
     def decode(self, ids: Iterable[int]) -> str:
         """Text of ids; padding ids (and any id the encoding lacks) decode to nothing."""

@@ -18,7 +18,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from gptlab.data.config import TOKENIZERS, DataConfig
 from gptlab.data.sources import resolve_path, source_fingerprint
-from gptlab.data.tiktoken_bpe import BPE_ENCODERS, bytes_to_unicode, checked_encoding
+from gptlab.data.tiktoken_bpe import BPE_ENCODERS, bytes_to_unicode, checked_encoding, encode_batch
 from gptlab.data.tiktoken_encodings import TiktokenTokenizer
 from gptlab.data.tiktoken_encodings import identity as tiktoken_identity
 from gptlab.data.tokenizer_files import EOS_CANDIDATES as _EOS_CANDIDATES  # tried when no config names one
@@ -128,7 +128,7 @@ class HFTokenizer:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """Ids of each text, encoded in parallel by the Rust library (tiktoken's, when checked)."""
         if self.fast is not None:
-            return self.fast.encode_batch(texts, num_threads=self.threads, allowed_special="all")
+            return encode_batch(self.fast, texts, self.threads)
         fast = getattr(self.tok, "encode_batch_fast", None)  # skips offsets (tokenizers >= 0.21)
         encs = (fast or self.tok.encode_batch)(texts, add_special_tokens=False)
         return [e.ids for e in encs]
