@@ -227,7 +227,9 @@ COMMANDS: dict[str, str] = {
     "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 2048,512 --tokenizers byte "
     "--procs 1,2 --rounds 2": "test_bench_packing",
     "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 128,32 --tokenizers bpe "
-    "--procs 1,2 --rounds 1": "test_bench_packing",
+    "--procs 1,2 --rounds 2": "test_bench_packing",
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_bpe_train.py --sample-mib 100 --vocab-size 4096 "
+    "--rounds 2": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_script_times_both_trainers",
 }
 
 
@@ -948,7 +950,7 @@ def tools(work: Path, cache: Path) -> dict[str, object]:
             run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 2048,512 "
                     "--tokenizers byte --procs 1,2 --rounds 2", *pack, cwd=root),
             run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 128,32 "
-                    "--tokenizers bpe --procs 1,2 --rounds 1", *pack, cwd=root),
+                    "--tokenizers bpe --procs 1,2 --rounds 2", *pack, cwd=root),
         ],
         "unigram": lambda: run_doc("python - <<'EOF'", cwd=root / "unigram", stdin=unigram_code()),
         "make": lambda: [
@@ -990,6 +992,8 @@ def test_bench_gpt2_shape(tools: dict[str, object]) -> None:
 def test_bench_packing(tools: dict[str, object]) -> None:
     for ran in result(tools, "packing"):
         assert "MB/s" in ran.ok().stdout or "MiB" in ran.stdout, ran.stdout[-2000:]
+    bpe = result(tools, "packing")[1].stdout  # issue 23: the BPE rows, one per encoder, side by side
+    assert "| bpe (tiktoken) |" in bpe and "| bpe (tokenizers) |" in bpe, bpe[-2000:]
 
 
 @pytest.mark.slow

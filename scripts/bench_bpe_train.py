@@ -1,0 +1,16 @@
+"""BPE training benchmark: tokenizers' trainer against rustbpe on the same sample and vocabulary.
+
+usage: python scripts/bench_bpe_train.py [--sample-mib 100] [--vocab-size 4096] [--rounds 2]
+                                         [--trainers tokenizers,rustbpe] [--work DIR] [--json PATH]
+Generates a TinyStories-shaped corpus under --work (kept between runs) and trains each BPE in a fresh
+interpreter. See docs/performance.md, "BPE training".
+"""
+
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":
+    from gptlab.bench.bpe_train import main
+
+    sys.exit(main(sys.argv[1:]))

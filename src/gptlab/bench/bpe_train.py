@@ -1,0 +1,170 @@
+"""BPE training benchmark: `tokenizers`' trainer (what data.tokenizer=bpe runs) against rustbpe
+(nanochat's trainer), on the same sample of the generated TinyStories-shaped corpus, at the same
+vocabulary (256 bytes + <|endoftext|> + merges; rustbpe has no special tokens, so it gets one id less).
+
+Each measurement is a fresh interpreter (`python -m gptlab.bench.bpe_train --child <json>`): wall and
+CPU seconds (both trainers run threads), peak RSS (VmHWM), and the trained BPE's bytes per token on
+the 4 MB of the corpus after the sample, encoded by tiktoken with GPT-2's split pattern for both.
+Rounds interleave the trainers so load on a shared machine spreads over both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gptlab.bench.packing import SEP, generate_corpus
+
+TRAINERS = ("tokenizers", "rustbpe")
+_HELD_OUT = 4 << 20
+
+
+def _texts(corpus: Path, start: int, n_bytes: int) -> list[str]:
+    with open(corpus, "rb") as fh:
+        fh.seek(start)
+        return fh.read(n_bytes).decode("utf-8", errors="ignore").split(SEP)
+
+
+def _child(spec: dict[str, Any]) -> dict[str, Any]:
+    """Train once in this process; time, peak memory and compression of the result."""
+    import tiktoken
+
+    from gptlab.data.tiktoken_bpe import GPT2_PATTERN, to_tiktoken
+
+    corpus, sample, vocab = Path(spec["corpus"]), spec["sample_bytes"], spec["vocab_size"]
+    texts = _texts(corpus, 0, sample)
+    t0, c0 = time.perf_counter(), time.process_time()
+    if spec["trainer"] == "tokenizers":
+        from gptlab.data.tokenizers import BPETokenizer
+
+        enc = to_tiktoken(BPETokenizer.train(texts, vocab).tok)
+    else:
+        import rustbpe
+
+        tok = rustbpe.Tokenizer()
+        tok.train_from_iterator(iter(texts), vocab - 1, pattern=GPT2_PATTERN)
+        ranks = dict(tok.get_mergeable_ranks())
+        enc = tiktoken.Encoding("rustbpe", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    held_out = _texts(corpus, sample, _HELD_OUT)
+    n_tokens = sum(len(ids) for ids in enc.encode_ordinary_batch(held_out))
+    hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "rss_mib": int(hwm.split()[1]) / 1024,
+        "n_ids": enc.n_vocab,
+        "bytes_per_token": sum(len(t.encode()) for t in held_out) / max(1, n_tokens),
+    }
+
+
+def measure(trainer: str, corpus: Path, sample_bytes: int, vocab_size: int) -> dict[str, Any]:
+    """One training in a fresh interpreter."""
+    spec = {"trainer": trainer, "corpus": str(corpus), "sample_bytes": sample_bytes, "vocab_size": vocab_size}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gptlab.bench.bpe_train", "--child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{trainer} training failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run(
+    sample_mib: int, vocab_size: int, rounds: int, work: Path, trainers: tuple[str, ...] = TRAINERS
+) -> list[dict[str, Any]]:
+    """Every trainer `rounds` times, interleaved; median and spread of each."""
+    work.mkdir(parents=True, exist_ok=True)
+    sample = sample_mib << 20
+    corpus = generate_corpus(work / f"corpus_{sample_mib + 4}MiB.txt", sample + _HELD_OUT)
+    samples: dict[str, list[dict[str, Any]]] = {t: [] for t in trainers}
+    for r in range(rounds):
+        for t in trainers:
+            load = os.getloadavg()[0]
+            res = measure(t, corpus, sample, vocab_size)
+            res["load"] = load
+            samples[t].append(res)
+            print(
+                f"round {r + 1}: {t} {sample_mib} MiB -> {res['n_ids']} ids: {res['seconds']:.1f} s "
+                f"({res['cpu_seconds']:.1f} CPU-s), RSS {res['rss_mib']:.0f} MiB, "
+                f"{res['bytes_per_token']:.3f} bytes/token, load average {load:.2f}",
+                flush=True,
+            )
+    return [
+        {
+            "trainer": t,
+            "sample_mib": sample_mib,
+            "n_ids": runs[0]["n_ids"],
+            "seconds_median": statistics.median(s["seconds"] for s in runs),
+            "seconds_min": min(s["seconds"] for s in runs),
+            "seconds_max": max(s["seconds"] for s in runs),
+            "cpu_seconds_median": statistics.median(s["cpu_seconds"] for s in runs),
+            "rss_mib_max": max(s["rss_mib"] for s in runs),
+            "bytes_per_token": runs[0]["bytes_per_token"],
+            "load_min": min(s["load"] for s in runs),
+            "load_max": max(s["load"] for s in runs),
+            "rounds": len(runs),
+        }
+        for t, runs in samples.items()
+    ]
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """The markdown table docs/performance.md shows."""
+    lines = [
+        "| trainer | sample | ids | seconds median (min–max) | CPU-seconds | MB/s | peak RSS "
+        "| held-out bytes/token | load average |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        mb_s = r["sample_mib"] * 1.048576 / r["seconds_median"]
+        lines.append(
+            f"| {r['trainer']} | {r['sample_mib']} MiB | {r['n_ids']} | {r['seconds_median']:.1f} "
+            f"({r['seconds_min']:.1f}–{r['seconds_max']:.1f}) | {r['cpu_seconds_median']:.1f} | {mb_s:.1f} "
+            f"| {r['rss_mib_max']:.0f} MiB | {r['bytes_per_token']:.3f} "
+            f"| {r['load_min']:.1f}–{r['load_max']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Command-line options of scripts/bench_bpe_train.py."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sample-mib", type=int, default=100, help="training sample (MiB)")
+    p.add_argument("--vocab-size", type=int, default=4096)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--trainers", default=",".join(TRAINERS))
+    p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "gptlab-bench-bpe-train"))
+    p.add_argument("--json", default=None, help="also write the rows as JSON here")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    """Run the benchmark (or, with --child, one training) and print the table."""
+    args = parse(argv)
+    if args.child:
+        print(json.dumps(_child(json.loads(args.child))))
+        return 0
+    rows = run(
+        args.sample_mib, args.vocab_size, args.rounds, Path(args.work), tuple(args.trainers.split(","))
+    )
+    print(format_table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
