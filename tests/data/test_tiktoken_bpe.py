@@ -143,3 +143,31 @@ def test_gpt2_style_tokenizer_json_converts(bpe: BPETokenizer, tmp_path: Path) -
     texts = corpus(40, seed=4)
     assert tok.use_tiktoken(texts)
     assert tok.encode_batch(texts) == [bpe.tok.encode(t).ids for t in texts]
+
+
+def test_rustbpe_trainer_packs_rustbpes_own_ids(
+    make_cfg: Callable[..., DataConfig], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """data.bpe_trainer=rustbpe (issue 23, item 4): the oracle is rustbpe's own encoder, trained on
+    the same train documents; its ids differ from tokenizers' trainer, so its cache key does too."""
+    rustbpe = pytest.importorskip("rustbpe")
+    from tiktoken_ext.openai_public import r50k_pat_str
+
+    from gptlab.data.packing import packed_fingerprint
+
+    docs = corpus(300, seed=5)
+    (tmp_path / "c.txt").write_text(EOT.join(docs))
+    kw = dict(
+        source="text", path=str(tmp_path / "c.txt"), doc_separator=EOT, tokenizer="bpe", bpe_vocab_size=400
+    )
+    with caplog.at_level(logging.INFO, logger="gptlab.data.tiktoken_bpe"):
+        packed = prepare_tokens(make_cfg(bpe_trainer="rustbpe", **kw))
+    assert any(r.getMessage().startswith("encoding with tiktoken") for r in caplog.records)
+    assert packed.meta["fingerprint"] != packed_fingerprint(make_cfg(**kw))[0]
+    oracle = rustbpe.Tokenizer()  # document i is val iff i % 20 == 0 (data.val_fraction=0.05)
+    oracle.train_from_iterator(iter([d for i, d in enumerate(docs) if i % 20]), 399, pattern=r50k_pat_str)
+    eos = packed.meta["eos_id"]
+    assert eos == packed.meta["vocab_size"] - 1 == oracle.vocab_size
+    for split, side in (("val", 0), ("train", 1)):
+        expected = [t for i, d in enumerate(docs) if bool(i % 20) == side for t in [*oracle.encode(d), eos]]
+        assert packed.tokens(split).tolist() == expected, split

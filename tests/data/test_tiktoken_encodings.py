@@ -169,3 +169,19 @@ def test_tiny_run_trains_on_a_tiktoken_file(ranks_file, tmp_path: Path) -> None:
     generate(GenerateConfig(ckpt_path=str(tmp_path / "run" / "checkpoints" / "last.ckpt"), prompt="the cat",
                             max_new_tokens=40, temperature=2.0, top_k=None), out)  # fmt: skip
     assert out.getvalue().startswith("the cat") and len(out.getvalue()) > len("the cat\n")
+
+
+def test_another_split_pattern_survives_the_tokenizer_json(ranks_file) -> None:
+    """An encoding whose split is not GPT-2's (cl100k's digit groups) keeps it in tokenizer.json."""
+    path, _ = ranks_file
+    pattern = (
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+        r"""\s*[\r\n]+|\s+(?!\S)|\s+"""
+    )
+    ranks = load_tiktoken_bpe(str(path))
+    enc = tiktoken.Encoding(
+        "digits3", pat_str=pattern, mergeable_ranks=ranks, special_tokens={EOT: len(ranks)}
+    )
+    rebuilt = tokenizer_from_spec(tokenizer_spec(TiktokenTokenizer(enc)))
+    for text in [*TEXTS, "1234567 89", "THE Cat's 12ab"]:
+        assert rebuilt.encode(text) == enc.encode(text, allowed_special="all"), text

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 SOURCES = ("pystdlib", "text", "json", "parquet", "hub", "tokens")
 TOKENIZERS = ("byte", "bpe", "pretrained", "tiktoken")
 TOKEN_DTYPES = ("uint16", "uint32")
+BPE_TRAINERS = ("tokenizers", "rustbpe")
 
 
 @dataclass
@@ -36,6 +37,9 @@ class DataConfig:
     tiktoken_encoding: str = "gpt2"
     tokenizer_path: str | None = None  # pretrained/tokens: a tokenizer.json file or a directory holding one
     bpe_vocab_size: int = 4096
+    # bpe: the trainer. rustbpe (nanochat's; pip install rustbpe) trained 5x faster at the same
+    # compression (docs/performance.md, "BPE training"); its ids differ, so it keys its own cache
+    bpe_trainer: str = "tokenizers"  # tokenizers | rustbpe
     # bpe/pretrained: encode through tiktoken when its ids are checked identical to tokenizers' on a
     # sample of the corpus (auto; tiktoken: an error if not), or always through tokenizers. The ids,
     # and so the packed cache, are the same either way

@@ -162,12 +162,15 @@ def to_hf(enc: tiktoken.Encoding) -> tokenizers.Tokenizer:
                 merges.append((text(parts[0]), text(parts[1])))
     vocab.update(enc._special_tokens)
     hf = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=True))
-    hf.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(tokenizers.Regex(enc._pat_str), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
+    if enc._pat_str == GPT2_PATTERN:  # ByteLevel's own split is GPT-2's: the plain byte-level BPE
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        hf.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(tokenizers.Regex(enc._pat_str), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     hf.decoder = decoders.ByteLevel()
     hf.add_special_tokens(
         [tokenizers.AddedToken(s, special=True, normalized=False) for s in enc._special_tokens]

@@ -16,11 +16,18 @@ import tiktoken
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from gptlab.data.config import TOKENIZERS, DataConfig
+from gptlab.data.config import BPE_TRAINERS, TOKENIZERS, DataConfig
 from gptlab.data.sources import resolve_path, source_fingerprint
-from gptlab.data.tiktoken_bpe import BPE_ENCODERS, bytes_to_unicode, checked_encoding, encode_batch
+from gptlab.data.tiktoken_bpe import (
+    BPE_ENCODERS,
+    GPT2_PATTERN,
+    bytes_to_unicode,
+    checked_encoding,
+    encode_batch,
+)
 from gptlab.data.tiktoken_encodings import TiktokenTokenizer
 from gptlab.data.tiktoken_encodings import identity as tiktoken_identity
+from gptlab.data.tiktoken_encodings import to_hf as tiktoken_to_hf
 from gptlab.data.tokenizer_files import EOS_CANDIDATES as _EOS_CANDIDATES  # tried when no config names one
 from gptlab.data.tokenizer_files import TOKENIZER_CONFIG_FILE as CONFIG_FILE
 from gptlab.data.tokenizer_files import TOKENIZER_FILE
@@ -169,6 +176,25 @@ class BPETokenizer(HFTokenizer):
         return cls(tok, f"bpe{vocab_size}", tok.token_to_id(EOT))
 
     @classmethod
+    def train_rustbpe(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
+        """The same kind of BPE trained by rustbpe: 256 byte ids in byte order, the merges, then
+        <|endoftext|> (rustbpe knows no special tokens), written as a plain byte-level tokenizer.json."""
+        try:
+            import rustbpe
+        except ImportError:
+            raise ValueError(
+                "data.bpe_trainer=rustbpe needs the rustbpe package (pip install rustbpe)"
+            ) from None
+        trainer = rustbpe.Tokenizer()
+        trainer.train_from_iterator(iter(texts), vocab_size - 1, pattern=GPT2_PATTERN)
+        ranks = dict(trainer.get_mergeable_ranks())
+        enc = tiktoken.Encoding(
+            "rustbpe", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT: len(ranks)}
+        )
+        tok = tiktoken_to_hf(enc)
+        return cls(tok, f"bpe{vocab_size}", tok.token_to_id(EOT))
+
+    @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> BPETokenizer:
         """Reload a trained BPE from its tokenizer.json."""
         tok = tokenizers.Tokenizer.from_file(str(path))
@@ -268,6 +294,10 @@ def _check_choice(cfg: DataConfig) -> None:
         raise ValueError(
             f"data.bpe_encoder={cfg.bpe_encoder!r} is not accepted; choose one of {', '.join(BPE_ENCODERS)}"
         )
+    if cfg.tokenizer == "bpe" and cfg.bpe_trainer not in BPE_TRAINERS:
+        raise ValueError(
+            f"data.bpe_trainer={cfg.bpe_trainer!r} is not accepted; choose one of {', '.join(BPE_TRAINERS)}"
+        )
     if cfg.tokenizer == "bpe" and not 257 <= cfg.bpe_vocab_size <= 2**32 - 1:
         raise ValueError(
             f"data.bpe_vocab_size={cfg.bpe_vocab_size!r} must be in 257..4294967295 "
@@ -282,7 +312,8 @@ def tokenizer_identity(cfg: DataConfig, source_fp: str | None = None) -> str:
         return "byte"
     if cfg.tokenizer == "bpe":
         source_fp = source_fp or source_fingerprint(cfg)
-        return f"bpe{cfg.bpe_vocab_size}:{source_fp}:{cfg.val_fraction}"
+        trainer = "" if cfg.bpe_trainer == "tokenizers" else f":{cfg.bpe_trainer}"  # old caches stay valid
+        return f"bpe{cfg.bpe_vocab_size}:{source_fp}:{cfg.val_fraction}{trainer}"
     if cfg.tokenizer == "tiktoken":
         return tiktoken_identity(cfg.tiktoken_encoding)
     digest = hashlib.sha256(pretrained_file(cfg.tokenizer_path).read_bytes()).hexdigest()[:16]
@@ -296,8 +327,13 @@ def _cached_bpe(cfg: DataConfig, documents_fn: Callable[[], Iterable[str]], sour
     if file.is_file():
         log.info("using cached BPE tokenizer at %s", file)
         return BPETokenizer.from_file(file)
-    log.info("training a byte-level BPE with %d ids on the train documents", cfg.bpe_vocab_size)
-    bpe = BPETokenizer.train(documents_fn(), cfg.bpe_vocab_size)
+    log.info(
+        "training a byte-level BPE with %d ids on the train documents (%s)",
+        cfg.bpe_vocab_size,
+        cfg.bpe_trainer,
+    )
+    train = BPETokenizer.train_rustbpe if cfg.bpe_trainer == "rustbpe" else BPETokenizer.train
+    bpe = train(documents_fn(), cfg.bpe_vocab_size)
     if bpe.vocab_size < cfg.bpe_vocab_size:
         log.warning(
             "BPE reached only %d of data.bpe_vocab_size=%d ids: the corpus has too few merges",

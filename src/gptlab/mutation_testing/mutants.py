@@ -206,6 +206,9 @@ MUTANTS: list[Mutant] = [
     Mutant("tiktoken_vocab_unpadded", "data/tiktoken_encodings.py",
            "self.vocab_size = padded(enc.n_vocab)", "self.vocab_size = enc.n_vocab",
            "data.tokenizer=tiktoken sizes the embedding at 50,257 instead of a multiple of 64"),
+    Mutant("bpe_trainer_not_in_identity", "data/tokenizers.py",
+           'trainer = "" if cfg.bpe_trainer == "tokenizers" else f":{cfg.bpe_trainer}"', 'trainer = ""',
+           "data.bpe_trainer=rustbpe reuses the tokens packed with tokenizers' trainer (other ids)"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
