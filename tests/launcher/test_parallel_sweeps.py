@@ -324,7 +324,8 @@ def test_an_array_task_retried_over_its_unfinished_run_resumes_from_last_ckpt(tm
         f"hydra.sweep.dir={out}", timeout=600,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
-    log = "".join(p.read_text() for p in (out / ".submitit").rglob("*.out")) + again.stdout + again.stderr
+    logs = [p for p in (out / ".submitit").rglob("*") if p.suffix in (".out", ".err")]
+    log = "".join(p.read_text() for p in logs) + again.stdout + again.stderr
     assert "job 0: its directory holds an unfinished run; resuming from" in log
     final = json.loads(metrics.read_text())
     assert final["status"] == "finished" and final["steps"] == 20

@@ -46,7 +46,8 @@ def _resume_overrides(launcher: Any, overrides: list[str], job_num: int) -> tupl
     job_dir = Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
     state, ckpt = job_state(job_dir)
     if state == RESUME and not any(o.startswith("ckpt_path=") for o in overrides):
-        log.info("job %d: its directory holds an unfinished run; resuming from %s", num, ckpt)
+        # a warning: Hydra has not configured the job's logging yet, and submitit keeps stderr
+        log.warning("job %d: its directory holds an unfinished run; resuming from %s", num, ckpt)
         overrides = [*overrides, f"ckpt_path='{ckpt}'"]
     return overrides, num
 
