@@ -15,7 +15,8 @@ from tests.conftest import run_script
 def test_bench_sweep_times_both_and_compares_losses(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = run_script(
-        "scripts/bench_sweep.py", "--rounds", "1", "--work", str(tmp_path / "work"), "--json", str(out),
+        "scripts/bench_sweep.py", "--rounds", "1", "--no-warmup", "--work", str(tmp_path / "work"),
+        "--json", str(out),
         "--set", "hydra.sweeper.seeds=1", "--set", "optim.lr=0.01", "--set", "trainer.max_steps=4",
         timeout=600,
     )  # fmt: skip

@@ -921,11 +921,11 @@ def unigram_code() -> str:
 def tools(work: Path, cache: Path) -> dict[str, object]:
     root = work / "tools"
     c = f"data.cache_dir={cache}"
-    init = [c, "seeds=1", "batch=1", "data.max_bytes=100000"]
+    init = [c, "seeds=1", "batch=1", "data.max_bytes=100000", "model.n_layer=2", "model.n_embd=64"]  # shrunk
     bench = [c, "trainer.accelerator=cpu", *BENCH_TINY]
     lightning = ["bench.steps=1", "bench.warmup=1"]
-    pack = ["--sizes-mib", "1", "--procs", "1,2", "--rounds", "1", "--work", str(root / "packing")]
     self_test = "ARGS=" + str(Path(__file__)) + " -k test_normalise_and_parse_are_robust"
+    pack = ["--sizes-mib", "1", "--procs", "1,2", "--rounds", "1", "--work", str(root / "packing")]
     jobs: dict[str, Callable[[], object]] = {
         "init_reports": lambda: [
             run_doc("python scripts/init_report.py model=pre_rmsnorm_swiglu model.n_layer=12", *init, cwd=root / "init"),
@@ -944,7 +944,8 @@ def tools(work: Path, cache: Path) -> dict[str, object]:
         ],
         "bench_gpt2": lambda: run_doc(
             "python scripts/bench.py model=gpt2 model.block_size=256 data.batch_size=1 bench.threads=1 bench.warmup=2 "
-            "bench.repeats=2 bench.tokenize=false", *bench, *lightning, "bench.repeats=1", cwd=root,
+            "bench.repeats=2 bench.tokenize=false", *bench, *lightning, "bench.repeats=1", "model.n_layer=1",
+            cwd=root,  # one of GPT-2's 12 blocks: the shape's embedding, head and block, 12x cheaper
         ),
         "packing": lambda: [
             run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 2048,512 "

@@ -159,18 +159,19 @@ def test_two_slots_match_the_serial_sweep_job_for_job(quick_tying_sweep: Path, t
 
 @pytest.mark.slow
 def test_submitit_array_matches_the_serial_sweep(quick_tying_sweep: Path, tmp_path: Path) -> None:
-    """hydra/launcher=array_local (submitit's local executor, real subprocesses): one array of 8,
-    the same final losses job for job and the same report tables as the serial sweep."""
+    """hydra/launcher=array_local (submitit's local executor, real subprocesses, all at once): the
+    grid's seed-1 half as one array of 4, the same final losses job for job as the serial sweep's
+    jobs 0-3 (seed is the outermost dimension, so the numbers agree)."""
     out = tmp_path / "sweep"
     cache = quick_tying_sweep.parent.parent / "token-cache"
     proc = run_script(
-        "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}",
+        "train.py", "-m", "experiment=ablate_tying_quick", "hydra.sweeper.seeds=1", f"hydra.sweep.dir={out}",
         f"data.cache_dir={cache}", "hydra/launcher=array_local", "logger=csv", env=QUICK_ENV, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "submitted 8 jobs as one array" in proc.stdout + proc.stderr
-    assert _losses(out) == _losses(quick_tying_sweep)
-    assert _tables(out) == _tables(quick_tying_sweep)
+    assert "submitted 4 jobs as one array" in proc.stdout + proc.stderr
+    serial = _losses(quick_tying_sweep)
+    assert _losses(out) == {k: serial[k] for k in ("0", "1", "2", "3")}
 
 
 def _port_lines(run_dir: Path) -> list[str]:

@@ -54,11 +54,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--work", type=Path, default=REPO / ".cache" / "bench_sweep")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--set", action="append", default=[], help="an override for every job (repeatable)")
+    p.add_argument(
+        "--no-warmup", action="store_true", help="skip the untimed run that builds the token cache"
+    )
     args = p.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     side = [f"hydra.launcher.slots={args.slots}", "hydra.launcher.threads=1", *args.set]
     serial = list(args.set)
-    _sweep(args.work, "warmup", args.experiment, ["hydra.sweeper.seeds=1", "trainer.max_steps=2"])  # tokens
+    if not args.no_warmup:  # the token cache, built once before anything is timed
+        _sweep(args.work, "warmup", args.experiment, ["hydra.sweeper.seeds=1", "trainer.max_steps=2"])
     rows = []
     for r in range(args.rounds):
         order = [("serial", serial), ("slots", side)]
