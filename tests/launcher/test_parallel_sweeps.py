@@ -70,6 +70,19 @@ def test_each_running_job_gets_its_own_gpus_port_and_threads(
     assert peak <= len(expected)  # never more than the slots
 
 
+def test_a_sweep_started_once_per_torchrun_rank_runs_its_jobs_one_by_one(tmp_path: Path) -> None:
+    """Under torchrun every rank runs the whole sweep (README, Multi-node): no slots, no GPU split."""
+    env = {**os.environ, "PROBE_SWEEP_DIR": str(tmp_path / "s"), "TORCHELASTIC_RUN_ID": "t1"}
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), "-m", "x=0,1,2,3", FOUR, "sleep=0.2"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = [json.loads(p.read_text()) for p in sorted((tmp_path / "s").glob("*/seen.json"))]
+    assert len(seen) == 4 and {s["pid"] for s in seen} == {seen[0]["pid"]}  # one process, in turn
+    assert {s["cvd"] for s in seen} == {os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
 def test_a_crashing_job_does_not_stop_the_others(tmp_path: Path) -> None:
     proc, seen = probe(
         tmp_path / "s", "x=0,1,2,3,4", "crash_at=1", "hydra.launcher.gpus=[0,1,2,3]", "sleep=0.3"

@@ -76,6 +76,14 @@ def job_needs(config: DictConfig, n_gpus: int) -> Any:
     return JobNeeds(on_gpu, int(devices) if str(devices).isdigit() else 1)
 
 
+def ranks_launched_outside() -> bool:
+    """torchrun (LOCAL_RANK, TORCHELASTIC_RUN_ID) or srun with several tasks started this process as
+    one rank of many: a sweep then runs in every rank, one job at a time."""
+    env = os.environ
+    tasks = env.get("SLURM_NTASKS", "1")
+    return "LOCAL_RANK" in env or "TORCHELASTIC_RUN_ID" in env or (tasks.isdigit() and int(tasks) > 1)
+
+
 def free_ports(n: int) -> list[int]:
     """n distinct free ports, held open together while they are chosen so none repeats."""
     with ExitStack() as stack:
@@ -124,7 +132,14 @@ class SlotsLauncher(BasicLauncher):
 
     def plan(self, configs: list[DictConfig]) -> list[Any]:
         """The slots for these jobs; SlotError (one line) when the settings cannot work here."""
-        from gptlab.launcher.slots import plan_slots
+        from gptlab.launcher.slots import Slot, plan_slots
+
+        if ranks_launched_outside():
+            # torchrun / srun started this sweep once per rank: every rank runs the whole sweep, job by
+            # job, as one process group (README, Multi-node); slots would split the ranks' jobs apart
+            if self.slots_setting not in ("auto", 1):
+                log.warning("hydra.launcher.slots ignored: this sweep runs once per torchrun/srun rank")
+            return [Slot(index=0, gpus=(), threads=0, port=0)]  # the serial path, in this process
 
         gpus = visible_gpus(self.gpus_setting)
         needs = [job_needs(c, len(gpus)) for c in configs]
