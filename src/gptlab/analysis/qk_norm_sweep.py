@@ -75,6 +75,13 @@ def plot(jobs: list[QKJob], out: Path) -> None:
     plt.close(fig)
 
 
+def _loss(metrics: dict, key: str) -> str:
+    """A loss to 3 decimals; "—" where metrics.json has none (null: nothing was logged, e.g. a run
+    shorter than its log interval)."""
+    value = metrics.get(key)
+    return "—" if value is None else f"{float(value):.3f}"
+
+
 def table(jobs: list[QKJob]) -> str:
     """The markdown table of docs/ablations.md §7."""
     nan = float("nan")
@@ -87,8 +94,8 @@ def table(jobs: list[QKJob]) -> str:
         m = j.metrics
         top, last = (max(j.logit_max), j.logit_max[-1]) if j.logit_max else (nan, nan)
         lines.append(
-            f"| {j.lr:g} | {j.qk_norm} | {top:.1f} | {last:.1f} | {m.get('final_train_loss', nan):.3f} "
-            f"| {m.get('final_val_loss', nan):.3f} | {m.get('n_spikes')} | {m.get('status')} |"
+            f"| {j.lr:g} | {j.qk_norm} | {top:.1f} | {last:.1f} | {_loss(m, 'final_train_loss')} "
+            f"| {_loss(m, 'final_val_loss')} | {m.get('n_spikes')} | {m.get('status')} |"
         )
     return "\n".join(lines)
 
