@@ -14,13 +14,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from gptlab.bench.child import run_child
 from gptlab.bench.packing import SEP, generate_corpus
 
 TRAINERS = ("tokenizers", "rustbpe")
@@ -69,16 +69,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
 def measure(trainer: str, corpus: Path, sample_bytes: int, vocab_size: int) -> dict[str, Any]:
     """One training in a fresh interpreter."""
     spec = {"trainer": trainer, "corpus": str(corpus), "sample_bytes": sample_bytes, "vocab_size": vocab_size}
-    proc = subprocess.run(
-        [sys.executable, "-m", "gptlab.bench.bpe_train", "--child", json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{trainer} training failed: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child("gptlab.bench.bpe_train", spec, f"{trainer} training")
 
 
 def run(

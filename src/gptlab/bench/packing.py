@@ -20,7 +20,6 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from gptlab.bench.child import run_child
 
 SEP = "<|endoftext|>"
 _UNIQUE = 32 << 20  # distinct text generated; larger corpora repeat it (documents stay distinct in order)
@@ -130,18 +131,8 @@ def measure(case: Case, corpus: Path, bpe_dir: Path, work: Path) -> dict[str, An
     }
     if case.tokenizer == "bpe":
         spec.update(tokenizer="pretrained", tokenizer_path=str(bpe_dir), bpe_encoder=case.encoder)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "gptlab.bench.packing", "--child", json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"packing child failed: {proc.stderr[-2000:]}")
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        result = run_child("gptlab.bench.packing", spec, "packing child")
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     if case.encoder and not any(
