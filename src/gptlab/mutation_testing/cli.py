@@ -25,6 +25,12 @@ def main(argv: Sequence[str], repo: Path, doc: str = "") -> int:
     p.add_argument("--out", type=Path, help="also write the result table here")
     p.add_argument("--baseline", action="store_true", help="first check the unmutated tree passes")
     p.add_argument("--logs", type=Path, help="write each mutant's pytest output to LOGS/NAME.log")
+    p.add_argument(
+        "--tests",
+        default="",
+        help="comma-separated pytest ids to run instead of the whole suite (checking a new mutant "
+        "against the test meant to kill it; `make mutants` without it is the real check)",
+    )
     args = p.parse_args(list(argv))
 
     mutants = MUTANTS
@@ -48,11 +54,12 @@ def main(argv: Sequence[str], repo: Path, doc: str = "") -> int:
         return 1 if bad else 0
 
     files = tree_files(repo)
+    tests = [t.strip() for t in args.tests.split(",") if t.strip()]
     if args.logs:
         args.logs.mkdir(parents=True, exist_ok=True)
     results: dict[str, Result] = {}
     if args.baseline:
-        status, detail, took = run_one(BASELINE, repo, files, args.fast, args.timeout, args.logs)
+        status, detail, took = run_one(BASELINE, repo, files, args.fast, args.timeout, args.logs, tests)
         print(f"baseline (unmutated): {status.replace('SURVIVED', 'passes')} in {took:.0f} s", flush=True)
         if status != "SURVIVED":
             print(f"the suite fails without a mutant ({detail}): mutants not run", file=sys.stderr)
@@ -63,7 +70,7 @@ def main(argv: Sequence[str], repo: Path, doc: str = "") -> int:
         return f"{status:<8} {m.name:<{width}} {took:6.0f} s  {detail}"
 
     def one(m: Mutant) -> None:
-        results[m.name] = run_one(m, repo, files, args.fast, args.timeout, args.logs)
+        results[m.name] = run_one(m, repo, files, args.fast, args.timeout, args.logs, tests)
         print(row(m), flush=True)  # as each finishes; --out keeps the list's order
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:

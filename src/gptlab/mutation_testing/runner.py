@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from gptlab.mutation_testing.mutants import BASELINE, Mutant
@@ -55,10 +56,14 @@ def test_paths(tree: Path) -> list[str]:
     return ["tests/oracle", *(str(p.relative_to(tree)) for p in rest)]
 
 
-def pytest(tree: Path, basetemp: Path, fast: bool, timeout: float) -> tuple[int | None, str]:
-    """(exit code or None on timeout, output) of the suite in `tree`, its gptlab shadowing the install."""
+def pytest(
+    tree: Path, basetemp: Path, fast: bool, timeout: float, tests: Sequence[str] = ()
+) -> tuple[int | None, str]:
+    """(exit code or None on timeout, output) of the suite in `tree` (or only `tests`, pytest ids
+    relative to the repo), its gptlab shadowing the install."""
     env = {**os.environ, "PYTHONPATH": f"{tree / 'src'}{os.pathsep}{tree}"}
-    cmd = [sys.executable, *SUITE, *(FAST if fast else []), f"--basetemp={basetemp}", *test_paths(tree)]
+    paths = list(tests) or test_paths(tree)
+    cmd = [sys.executable, *SUITE, *(FAST if fast else []), f"--basetemp={basetemp}", *paths]
     proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)  # fmt: skip
     try:
@@ -69,7 +74,15 @@ def pytest(tree: Path, basetemp: Path, fast: bool, timeout: float) -> tuple[int 
         return None, proc.communicate()[0]
 
 
-def run_one(m: Mutant, repo: Path, files: list[str], fast: bool, timeout: float, logs: Path | None) -> Result:
+def run_one(
+    m: Mutant,
+    repo: Path,
+    files: list[str],
+    fast: bool,
+    timeout: float,
+    logs: Path | None,
+    tests: Sequence[str] = (),
+) -> Result:
     """(status, detail, seconds) of one mutant, in its own scratch copy (deleted afterwards)."""
     start = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=f"gptlab-mutant-{m.name}-"))
@@ -84,7 +97,7 @@ def run_one(m: Mutant, repo: Path, files: list[str], fast: bool, timeout: float,
                 target.write_text(mutate(target.read_text(), m))
         except (OSError, ValueError) as e:
             return "ERROR", f"did not apply: {e}", time.monotonic() - start
-        code, output = pytest(tree, root / "pytest", fast, timeout)
+        code, output = pytest(tree, root / "pytest", fast, timeout, tests)
         if logs:
             (logs / f"{m.name}.log").write_text(output)
         took = time.monotonic() - start
