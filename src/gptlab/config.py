@@ -25,8 +25,18 @@ class FSDPConfig:
     """FSDP2 options, used when trainer.strategy=fsdp."""
 
     reshard_after_forward: bool = True
-    activation_checkpointing: bool = False
-    mixed_precision: bool = True  # bf16 parameters, fp32 gradient reduction (GPU only)
+    # with trainer.precision=bf16-mixed (on a GPU or on CPU/gloo): bf16 parameters in forward and
+    # backward, fp32 gradient reduction (FSDP2's MixedPrecisionPolicy); false: autocast only
+    mixed_precision: bool = True
+    # replaced by model.activation_checkpointing (per block, for every strategy): kept only to say so
+    activation_checkpointing: Any = None
+
+    def __post_init__(self) -> None:
+        if self.activation_checkpointing is not None:
+            raise ValueError(
+                f"trainer.fsdp.activation_checkpointing={self.activation_checkpointing!r} is no longer "
+                "accepted; use model.activation_checkpointing=none|full|selective (every strategy)"
+            )
 
 
 @dataclass

@@ -28,7 +28,8 @@ _ARCH_FIELDS = (
 
 
 def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None) -> GPTConfig:
-    """The config to train from a HF checkpoint: its architecture, `base`'s context and dropout.
+    """The config to train from a HF checkpoint: its architecture, `base`'s context, dropout and
+    activation checkpointing.
 
     The checkpoint's embeddings are never resized, so its vocabulary must already hold every id of
     the tokenizer (`vocab_size`); a larger one is fine (the extra rows are never indexed).
@@ -51,7 +52,14 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
             f"model.block_size={base.block_size} exceeds the {hf_cfg.block_size} learned "
             f"positions of model.init_from={str(path)!r}; accepted: 1..{hf_cfg.block_size}"
         )
-    return replace(hf_cfg, block_size=base.block_size, dropout=base.dropout, init_from=str(path))
+    return replace(
+        hf_cfg,
+        block_size=base.block_size,
+        dropout=base.dropout,
+        init_from=str(path),
+        activation_checkpointing=base.activation_checkpointing,
+        activation_checkpointing_every=base.activation_checkpointing_every,
+    )
 
 
 def init_from_hf(model: GPT, path: str | Path) -> None:

@@ -14,6 +14,8 @@ FFNS = GATED_FFNS + UNGATED_FFNS
 POS_EMBS = ("rope", "learned")
 DEPTH_SCALES = ("none", "global", "per_layer")
 INIT_STD_RULE = "1/sqrt(d)"
+# which blocks recompute their activations in backward (GPT.checkpoints; docs/performance.md)
+ACTIVATION_CHECKPOINTING = ("none", "full", "selective")
 
 
 def _choice(name: str, value: Any, accepted: tuple[str, ...]) -> None:
@@ -56,9 +58,21 @@ class GPTConfig:
     init_std: Any = 0.02  # a number, or the string "1/sqrt(d)"
     depth_scaled_init: str = "global"
     init_from: str | None = None  # a local Hugging Face directory (Llama or GPT-2) to start from
+    # none | full (every block) | selective (every k-th block, k = activation_checkpointing_every);
+    # a memory/compute trade, not architecture: the same function, and a resume may change it
+    activation_checkpointing: str = "none"
+    activation_checkpointing_every: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd", "ffn_multiple_of"):
+        for name in (
+            "vocab_size",
+            "block_size",
+            "n_layer",
+            "n_head",
+            "n_embd",
+            "ffn_multiple_of",
+            "activation_checkpointing_every",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"model.{name}={value!r} must be a positive integer")
@@ -77,6 +91,7 @@ class GPTConfig:
         _choice("ffn", self.ffn, FFNS)
         _choice("pos_emb", self.pos_emb, POS_EMBS)
         _choice("depth_scaled_init", self.depth_scaled_init, DEPTH_SCALES)
+        _choice("activation_checkpointing", self.activation_checkpointing, ACTIVATION_CHECKPOINTING)
         _positive("norm_eps", self.norm_eps)
         _positive("rope_theta", self.rope_theta)
         if self.n_embd % self.n_head != 0:
@@ -110,6 +125,21 @@ class GPTConfig:
                 f"model.depth_scaled_init={self.depth_scaled_init!r} cannot be combined with "
                 "norm_placement=deepnorm, whose own β scaling replaces it; set depth_scaled_init=none"
             )
+
+    def checkpoints(self, i: int) -> bool:
+        """Whether block i recomputes its activations in backward instead of keeping them.
+
+        `selective` checkpoints blocks 0, k, 2k, ... (k = activation_checkpointing_every): whole
+        blocks, so the choice composes unchanged with DDP, FSDP2's per-block units and
+        `compile=true`'s per-block graphs (an op-level policy, e.g. keep matmul outputs and recompute
+        the elementwise ops, would not reach inside a compiled block, whose ops the eager dispatcher
+        never sees). It saves about 1/k of what `full` saves, for about 1/k of its recompute.
+        """
+        if self.activation_checkpointing == "full":
+            return True
+        if self.activation_checkpointing == "selective":
+            return i % self.activation_checkpointing_every == 0
+        return False
 
     @property
     def head_dim(self) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from gptlab.model.attention import rope_tables
 from gptlab.model.block import Block
@@ -68,9 +69,13 @@ class GPT(nn.Module):
         x = self.drop(x)
         rope = (self.rope_cos, self.rope_sin) if self.cfg.pos_emb == "rope" else None
         for i, block in enumerate(self.blocks):
-            if self.tap is not None:
+            if self.tap is not None:  # outside the checkpointed call: backward never re-runs it
                 self.tap(i, x, rope)
-            x = block(x, rope)
+            if self.cfg.checkpoints(i) and torch.is_grad_enabled():
+                # keep only x; backward re-runs the block, replaying the RNG (dropout masks)
+                x = checkpoint(block, x, rope, use_reentrant=False)
+            else:
+                x = block(x, rope)
         if self.tap is not None:
             self.tap(len(self.blocks), x, rope)
         if self.final_norm is not None:

@@ -17,7 +17,14 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from gptlab.checkpoints.safe_load import CheckpointError, load_checkpoint_file
 
 # Model fields a resumed run may change: they do not alter the trained network's function.
-RESUMABLE_CHANGES = ("dropout", "init_std", "depth_scaled_init", "init_from")
+RESUMABLE_CHANGES = (
+    "dropout",
+    "init_std",
+    "depth_scaled_init",
+    "init_from",
+    "activation_checkpointing",
+    "activation_checkpointing_every",
+)
 
 
 def check_resumable(checkpoint: Mapping[str, Any], module: torch.nn.Module, where: str) -> None:

@@ -138,22 +138,14 @@ def parallelize(module: Any, fsdp: dict[str, Any] | None, compile_model: bool) -
         else None
     )
     if mesh is not None:
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        from torch.distributed.fsdp import fully_shard
 
         fsdp = fsdp or {}
         dp_mesh = mesh["data_parallel"]
-        on_gpu = module.trainer.strategy.root_device.type == "cuda"
-        mp = (
-            MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-            if fsdp.get("mixed_precision", True) and on_gpu
-            else MixedPrecisionPolicy()
-        )
+        mp = mixed_precision_policy(str(module.trainer.precision), bool(fsdp.get("mixed_precision", True)))
         reshard = bool(fsdp.get("reshard_after_forward", True))
+        # activation checkpointing is the model's own (model.activation_checkpointing, GPT.forward)
         for block in model.blocks:
-            if fsdp.get("activation_checkpointing", False):
-                from torch.distributed._composable import checkpoint
-
-                checkpoint(block)
             fully_shard(block, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
         # the tied embedding / head stay together in the root unit
         fully_shard(model, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
@@ -164,6 +156,19 @@ def parallelize(module: Any, fsdp: dict[str, Any] | None, compile_model: bool) -
     if compile_model:
         compile_blocks(model)
     model._gptlab_parallelized = True
+
+
+def mixed_precision_policy(precision: str, enabled: bool) -> Any:
+    """FSDP2's policy for the run's precision: with bf16 (`bf16-mixed`, `bf16-true`) and
+    trainer.fsdp.mixed_precision, bf16 parameters (all-gathered as bf16, the forward and backward
+    in bf16) and gradients reduce-scattered in fp32; otherwise the parameters' own dtype throughout.
+    The same on a GPU and on CPU: gloo all-gathers bf16 (torch 2.13), so FSDP2 on CPU runs what
+    FSDP2 on NCCL runs (tests/training/test_precision.py)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if enabled and precision.startswith("bf16"):
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy()
 
 
 def compile_blocks(model: Any) -> None:
