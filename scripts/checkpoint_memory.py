@@ -1,0 +1,14 @@
+"""Activation memory of one training step with model.activation_checkpointing=none, selective, full.
+
+usage: python scripts/checkpoint_memory.py [model=<preset>] [key=value ...]
+
+The overrides compose conf/train.yaml as train.py does; the model and data.batch_size are measured
+on real CPU tensors with torch's MemTracker (gptlab.bench.checkpoint_memory). See docs/performance.md.
+"""
+
+import sys
+
+from gptlab.bench.checkpoint_memory import main
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
