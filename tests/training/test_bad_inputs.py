@@ -68,6 +68,18 @@ ROWS = [
     ),
     ("dropout", ["model.dropout=1.5"], r"error: model\.dropout=1\.5 must be in \[0, 1\)"),
     (
+        "activation_checkpointing",
+        ["model.activation_checkpointing=attention"],
+        r"error: model\.activation_checkpointing='attention' is not accepted; choose one of none, full, "
+        r"selective",
+    ),
+    (
+        "fsdp_activation_checkpointing",
+        ["trainer=fsdp", "trainer.fsdp.activation_checkpointing=true"],
+        r"error: trainer\.fsdp\.activation_checkpointing=True is no longer accepted; use "
+        r"model\.activation_checkpointing=none\|full\|selective \(every strategy\)",
+    ),
+    (
         "bad_nonfinite_policy",
         ["callbacks.on_nonfinite=ignore"],
         r"error: callbacks\.on_nonfinite='ignore' is not accepted; choose one of stop, skip",
