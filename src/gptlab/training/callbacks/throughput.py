@@ -14,37 +14,12 @@ from typing import Any
 import lightning as L
 import torch
 
+from gptlab.hardware import PEAK_FLOPS, chip
+
 log = logging.getLogger(__name__)
 
-# Dense peaks (no sparsity) from NVIDIA's datasheets, per compute type: "bf16" (also fp16), "tf32"
-# (fp32 matmuls on tensor cores, torch's float32_matmul_precision "high"/"medium"), "fp32".
-# Lightning's table (lightning.fabric.utilities.throughput) lists H200 at its sparse 2 PFLOP/s and
-# does not match a device named plainly "NVIDIA H200", hence our own.
-PEAK_FLOPS: dict[str, dict[str, float]] = {
-    "H200 NVL": {"bf16": 835e12, "tf32": 417.5e12, "fp32": 60e12},
-    "H200": {"bf16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},  # SXM
-    "H100 PCIe": {"bf16": 756e12, "tf32": 378e12, "fp32": 51.2e12},
-    "H100 NVL": {"bf16": 835e12, "tf32": 417.5e12, "fp32": 60e12},
-    "H100 SXM": {"bf16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},
-    "A100": {"bf16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
-    "L40S": {"bf16": 362.05e12, "tf32": 183e12, "fp32": 91.6e12},
-}
-
-
-def chip(device_name: str) -> str | None:
-    """The PEAK_FLOPS row of a CUDA device name; H100s by form factor (PCIe boards report "PCIe"
-    or HBM2e memory, NVL boards "NVL", SXM boards "HBM3"/"SXM" or nothing more)."""
-    name = device_name.lower()
-    if "h200" in name:
-        return "H200 NVL" if "nvl" in name else "H200"
-    if "h100" in name:
-        if "pcie" in name or "hbm2e" in name:
-            return "H100 PCIe"
-        return "H100 NVL" if "nvl" in name else "H100 SXM"
-    for key in ("A100", "L40S"):
-        if key.lower() in name:
-            return key
-    return None
+# the GPU table (memory and dense peaks) is gptlab.hardware's, shared with the planner (scripts/plan.py)
+__all__ = ["PEAK_FLOPS", "chip", "compute_type", "peak_flops", "tokens_per_step", "LogStepThroughput"]
 
 
 def compute_type(precision: str) -> str | None:

@@ -1,0 +1,291 @@
+"""A plan: one setup on one GPU, measured (memory on fake tensors) and costed (FLOPs, step time).
+
+Every number that depends on memory comes from `step.measure`, including the alternatives offered
+when a setup does not fit: each is planned again on fake tensors, none is scaled from another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+
+from gptlab.analysis.params import COMPONENTS, _component
+from gptlab.hardware import GPU, GPUS
+from gptlab.model import GPT, GPTConfig
+from gptlab.planning.mfu import MFURow, table_mfu
+from gptlab.planning.step import Memory, Setup, measure
+from gptlab.training.callbacks.throughput import compute_type
+
+GIB = 2**30
+HEADROOM = 0.10  # fraction of a GPU's memory kept free for what the trackers do not see
+MAX_DEVICES = 64  # "more devices" tries FSDP2 up to this many (8 nodes of 8)
+
+
+def usable_bytes(gpu: GPU, headroom: float = HEADROOM) -> int:
+    """Memory a run may plan to use: the GPU's, less the headroom fraction (CUDA context, cuBLAS
+    and NCCL workspaces, caching-allocator fragmentation: none of them is a tensor)."""
+    return int(gpu.memory_gib * GIB * (1.0 - headroom))
+
+
+@dataclass(frozen=True)
+class Speed:
+    mfu: float
+    source: str  # "plan.mfu" or the MFU table row's citation
+    flops_per_step: int  # model FLOPs (no recompute)
+    recompute: float  # hardware FLOPs / model FLOPs: 1 + (checkpointed blocks' share) / 3
+    step_time: float  # seconds
+    tokens_per_sec: float  # all devices
+
+
+@dataclass(frozen=True)
+class Plan:
+    setup: Setup
+    gpu: GPU
+    memory: Memory
+    usable: int  # bytes
+    params: dict[str, int]  # by component, whole model (a tied matrix once)
+    params_device: dict[str, int]  # by component, this rank's share (FSDP2 shard) or all
+    flops_per_token: int
+    speed: Speed | None  # None: no MFU given and none in the table for this GPU
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.peak <= self.usable
+
+    @property
+    def total_params(self) -> int:
+        return sum(self.params.values())
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A change that was planned again: the overrides that make it, and its plan."""
+
+    what: str
+    overrides: tuple[str, ...]
+    plan: Plan
+    note: str = ""
+
+
+def param_counts(cfg: GPTConfig) -> tuple[dict[str, int], int]:
+    """Parameters by component (the rows of gptlab.analysis.params) and the model's FLOPs per
+    token (GPT.flops_per_token), from the model built on the meta device."""
+    with torch.device("meta"):
+        model = GPT(cfg)
+    counts = dict.fromkeys(COMPONENTS, 0)
+    for name, p in model.named_parameters():
+        counts[_component(name)] += p.numel()
+    return counts, model.flops_per_token()
+
+
+def by_component(numels: dict[str, int]) -> dict[str, int]:
+    counts = dict.fromkeys(COMPONENTS, 0)
+    for name, n in numels.items():
+        counts[_component(name)] += n
+    return counts
+
+
+def recompute_factor(cfg: GPTConfig) -> float:
+    """Hardware FLOPs over model FLOPs under activation checkpointing: each checkpointed block runs
+    its forward (a third of its forward + backward) once more."""
+    checkpoints = getattr(cfg, "checkpoints", None)
+    if checkpoints is None:
+        return 1.0
+    share = sum(bool(checkpoints(i)) for i in range(cfg.n_layer)) / cfg.n_layer
+    return 1.0 + share / 3.0
+
+
+def speed(setup: Setup, gpu: GPU, flops_per_token: int, mfu: float | None, params: int) -> Speed | None:
+    """Step time at an MFU: model FLOPs of the step × recompute over (devices × dense peak × MFU)."""
+    source = "plan.mfu"
+    if mfu is None:
+        row: MFURow | None = table_mfu(gpu.name, params)
+        if row is None:
+            return None
+        mfu, source = row.mfu, row.source
+    kind = compute_type(setup.precision) or "fp32"
+    flops = flops_per_token * setup.tokens_per_step
+    recompute = recompute_factor(setup.model)
+    step_time = flops * recompute / (setup.world_size * gpu.peak(kind) * mfu)
+    return Speed(mfu, source, flops, recompute, step_time, setup.tokens_per_step / step_time)
+
+
+def plan(setup: Setup, gpu: GPU, mfu: float | None = None, headroom: float = HEADROOM) -> Plan:
+    """Measure `setup` on fake tensors and cost it on `gpu`."""
+    params, fpt = param_counts(setup.model)
+    memory = measure(setup)
+    return Plan(
+        setup=setup,
+        gpu=gpu,
+        memory=memory,
+        usable=usable_bytes(gpu, headroom),
+        params=params,
+        params_device=by_component(memory.params_per_device),
+        flops_per_token=fpt,
+        speed=speed(setup, gpu, fpt, mfu, sum(params.values())),
+    )
+
+
+def fits_nowhere(p: Plan, headroom: float = HEADROOM) -> str | None:
+    """The one-line refusal when the setup's peak exceeds every listed GPU's usable memory."""
+    largest = max(GPUS.values(), key=lambda g: g.memory_gib)
+    room = usable_bytes(largest, headroom)
+    if p.memory.peak <= room:
+        return None
+    m = p.memory
+    parts = ", ".join(
+        f"{name} {m.part(name) / GIB:.1f}"
+        for name in ("parameters", "gradients", "optimizer", "activations", "temporaries")
+    )
+    s = p.setup
+    how = f"FSDP2 over {s.world_size}" if s.fsdp else f"{s.world_size} device(s), unsharded"
+    return (
+        f"this config needs {m.peak / GIB:.1f} GiB per device at its peak ({parts} GiB; micro-batch "
+        f"{s.micro_batch}, {how}) and no listed GPU has that much: the largest, {largest.name}, has "
+        f"{room / GIB:.1f} GiB usable ({largest.memory_gib:g} GiB less {headroom:.0%} headroom); shrink "
+        "data.batch_size, set model.activation_checkpointing=full, or shard it: trainer=fsdp "
+        "trainer.devices=<n>"
+    )
+
+
+def largest_micro_batch(
+    setup: Setup, gpu: GPU, mfu: float | None, headroom: float, divides: int | None = None
+) -> Plan | None:
+    """The plan of the largest micro-batch that fits (each candidate measured); with `divides`,
+    only micro-batches dividing it (to keep a global batch through accumulation). None: not even 1.
+
+    Memory grows about linearly with the micro-batch, so two measurements (at 1 and 2) place the
+    first candidate; it is then measured, and the search steps from it until it is exact."""
+    room = usable_bytes(gpu, headroom)
+
+    def ok(b: int) -> bool:
+        return divides is None or divides % b == 0
+
+    def at(b: int) -> Plan:
+        return plan(setup.replace(micro_batch=b), gpu, mfu, headroom)
+
+    one = at(1)
+    if not one.fits:
+        return None
+    two = at(2)
+    slope = max(two.memory.peak - one.memory.peak, 1)
+    guess = max(1, 1 + (room - one.memory.peak) // slope)
+    limit = divides if divides is not None else max(guess + 1, 2)
+    candidates = [b for b in range(1, limit + 1) if ok(b)]
+    best = {1: one, 2: two}
+    start = max((b for b in candidates if b <= guess), default=1)
+    i = candidates.index(start)
+    result = best.get(start) or at(start)
+    if result.fits:  # step up while the next candidate also fits
+        while i + 1 < len(candidates):
+            nxt = best.get(candidates[i + 1]) or at(candidates[i + 1])
+            if not nxt.fits:
+                break
+            result, i = nxt, i + 1
+        return result
+    while i > 0:  # step down until one fits
+        i -= 1
+        result = best.get(candidates[i]) or at(candidates[i])
+        if result.fits:
+            return result
+    return None
+
+
+def restate(p: Plan, setup: Setup, mfu: float | None) -> Plan:
+    """`p` for a setup that differs only in what the measured step does not see (accumulate beyond
+    2: the step runs min(accumulate, 2) micro-batches), with its speed recomputed."""
+    if p.setup.replace(accumulate=min(p.setup.accumulate, 2)) != setup.replace(
+        accumulate=min(setup.accumulate, 2)
+    ):
+        raise ValueError("restate: the setups differ in what the measured step sees; plan it again")
+    return dataclasses.replace(
+        p, setup=setup, speed=speed(setup, p.gpu, p.flops_per_token, mfu, p.total_params)
+    )
+
+
+def alternatives(p: Plan, mfu: float | None, headroom: float) -> list[Alternative]:
+    """What would fit, each planned again: a smaller micro-batch with more accumulation (the same
+    tokens per step), activation checkpointing, more devices (FSDP2), and the listed GPUs on which
+    the setup fits as it is."""
+    s, out = p.setup, []
+    gpu = p.gpu
+    global_batch = s.micro_batch * s.accumulate
+    if s.micro_batch > 1:
+        # accumulate >= 2 from here on: the measured step keeps the first micro-batch's gradients
+        smaller = largest_micro_batch(s.replace(accumulate=2), gpu, mfu, headroom, divides=global_batch)
+        if smaller is not None and smaller.setup.micro_batch < s.micro_batch:
+            b = smaller.setup.micro_batch
+            acc = global_batch // b
+            again = restate(smaller, s.replace(micro_batch=b, accumulate=acc), mfu)
+            out.append(
+                Alternative(
+                    f"micro-batch {b} × accumulate {acc} (same tokens per step)",
+                    (f"data.batch_size={b}", f"trainer.accumulate_grad_batches={acc}"),
+                    again,
+                )
+            )
+    if hasattr(s.model, "activation_checkpointing") and s.model.activation_checkpointing != "full":
+        modes = ["selective", "full"] if s.model.activation_checkpointing == "none" else ["full"]
+        for mode in modes:
+            cfg = dataclasses.replace(s.model, activation_checkpointing=mode)
+            again = plan(s.replace(model=cfg), gpu, mfu, headroom)
+            extra = ""
+            if mode == "selective":
+                k = cfg.activation_checkpointing_every
+                extra = f" (every {k}th block: model.activation_checkpointing_every={k})"
+            out.append(
+                Alternative(
+                    f"activation checkpointing {mode}{extra}",
+                    (f"model.activation_checkpointing={mode}",),
+                    again,
+                )
+            )
+            if again.fits:
+                break
+    n = s.world_size if s.fsdp else max(2, s.world_size)
+    if s.fsdp:
+        n *= 2
+    while n <= MAX_DEVICES:
+        again = plan(s.replace(fsdp=True, world_size=n), gpu, mfu, headroom)
+        overrides = (
+            ("trainer=fsdp", f"trainer.devices={n}")
+            if n <= 8
+            else (
+                "trainer=fsdp",
+                "trainer.devices=8",
+                f"trainer.num_nodes={n // 8}",
+            )
+        )
+        note = f"tokens per step ×{n / s.world_size:g}" if n != s.world_size else ""
+        out.append(Alternative(f"FSDP2 over {n} devices", overrides, again, note))
+        if again.fits:
+            break
+        n *= 2
+    bigger = [g for g in GPUS.values() if p.memory.peak <= usable_bytes(g, headroom) and g != gpu]
+    if bigger:
+        g = min(bigger, key=lambda g: g.memory_gib)
+        moved = dataclasses.replace(
+            p,
+            gpu=g,
+            usable=usable_bytes(g, headroom),
+            speed=speed(s, g, p.flops_per_token, mfu, p.total_params),
+        )
+        out.append(Alternative(f"a GPU it fits as it is: {g.name}", (f"plan.gpu='{g.name}'",), moved))
+    return out
+
+
+@dataclass(frozen=True)
+class BudgetTime:
+    tokens: float
+    steps: int
+    seconds: float
+
+
+def budget(p: Plan, tokens: float) -> BudgetTime | None:
+    if p.speed is None:
+        return None
+    steps = math.ceil(tokens / p.setup.tokens_per_step)
+    return BudgetTime(tokens, steps, steps * p.speed.step_time)

@@ -1,0 +1,237 @@
+"""One training step run on fake tensors under torch's memory trackers: the planner's measurement.
+
+`measure(setup)` builds gptlab's own LightningModule under `FakeTensorMode` (tensors with shapes,
+dtypes and storages but no data: nothing is allocated, a 7B shape takes seconds), shards it with
+FSDP2 over a fake process group when the setup is FSDP (`torch.testing._internal.distributed.
+fake_pg`: collectives return at once, with the right shapes), and runs one optimizer step:
+`GPTLightningModule._loss` (the run's loss, logits cast to fp32) under the precision's autocast,
+backward per micro-batch, global-norm clipping, fused AdamW as on a GPU, zero_grad. torch's
+trackers (`MemTracker`; `FSDPMemTracker` for FSDP2, which also sees all-gather and reduce-scatter
+buffers and unsharded parameters) attribute every storage alive at the step's peak; that split is
+`Memory`. torchtitan's memory estimator (scripts/estimate/estimation.py) is the same idea.
+
+What it leaves out, by construction: the CUDA context, cuBLAS/NCCL workspaces and the caching
+allocator's fragmentation (the planner's headroom stands for them), and the difference between
+CPU and CUDA autocast op lists (the fake step runs on CPU: fake CUDA tensors need a CUDA build).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gptlab.config import OptimConfig
+from gptlab.model import GPTConfig
+from gptlab.training.callbacks.throughput import tokens_per_step
+
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
+# how each tracker category counts in the plan (MemTracker's names, then FSDPMemTracker's)
+CATEGORY = {
+    "Parameter": "parameters",
+    "Sharded Param": "parameters",
+    "Unsharded Param": "parameters",
+    "Gradient": "gradients",
+    "Sharded Grad": "gradients",
+    "Unsharded Grad": "gradients",
+    "Optstate": "optimizer",
+    "OptState": "optimizer",
+    "Activation": "activations",
+    "Temp": "temporaries",
+    "All Gather": "temporaries",
+    "Reduce Scatter": "temporaries",
+    "Buffer": "other",
+    "Other": "other",
+    "Inputs": "other",
+}
+PARTS = ("parameters", "gradients", "optimizer", "activations", "temporaries", "other")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What one device runs in one optimizer step: the model, the optimizer, the batch, the
+    parallelism and the precision (already resolved: no "auto")."""
+
+    model: GPTConfig
+    optim: OptimConfig
+    micro_batch: int
+    accumulate: int = 1
+    world_size: int = 1
+    fsdp: bool = False
+    precision: str = "bf16-mixed"
+    fsdp_mixed_precision: bool = True
+    reshard_after_forward: bool = True
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"trainer.precision={self.precision!r} cannot be planned; accepted: auto, "
+                + ", ".join(PRECISIONS)
+            )
+
+    @property
+    def tokens_per_step(self) -> int:
+        return tokens_per_step(self.micro_batch, self.model.block_size, self.accumulate, self.world_size)
+
+    def replace(self, **changes: Any) -> Setup:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes per device alive at the step's peak, by what they hold; `peak` is their sum.
+    `tracker` keeps the tracker's own categories at that moment."""
+
+    parameters: int
+    gradients: int
+    optimizer: int
+    activations: int
+    temporaries: int
+    other: int
+    peak: int
+    tracker: dict[str, int] = field(default_factory=dict)
+    params_per_device: dict[str, int] = field(default_factory=dict)  # numel by parameter name
+    seconds: float = 0.0  # how long the fake step took here
+
+    def part(self, name: str) -> int:
+        return int(getattr(self, name))
+
+
+def split(snapshot: dict[Any, int]) -> dict[str, int]:
+    """A tracker's peak snapshot of one device in the plan's parts (plus 'peak', the tracker's
+    own total); a category the planner does not know is an error, not a silent omission."""
+    parts = dict.fromkeys(PARTS, 0)
+    for key, value in snapshot.items():
+        name = str(getattr(key, "value", key))
+        if name == "Total":
+            continue
+        if name not in CATEGORY:
+            raise RuntimeError(f"memory tracker category {name!r} is not mapped in planning.step.CATEGORY")
+        parts[CATEGORY[name]] += int(value)
+    parts["peak"] = int(snapshot["Total"])
+    return parts
+
+
+@contextlib.contextmanager
+def fake_process_group(world_size: int) -> Iterator[Any]:
+    """A process group of `world_size` ranks in which this process is rank 0 and collectives do
+    nothing (the "fake" backend), and its 1-D device mesh; destroyed on exit."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if dist.is_initialized():
+        raise RuntimeError("the planner needs its own process group; one is already initialised here")
+    dist.init_process_group("fake", rank=0, world_size=world_size, store=FakeStore())
+    try:
+        yield init_device_mesh("cpu", (world_size,))
+    finally:
+        dist.destroy_process_group()
+
+
+def autocast(precision: str) -> contextlib.AbstractContextManager:
+    """Lightning's mixed precision is autocast around the training step (forward and loss)."""
+    if precision == "bf16-mixed":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    if precision == "16-mixed":
+        return torch.autocast("cpu", dtype=torch.float16)
+    return contextlib.nullcontext()
+
+
+def shard(model: torch.nn.Module, mesh: Any, setup: Setup) -> None:
+    """FSDP2 as `training.strategies.parallelize` applies it: each block, then the root (which
+    keeps the embedding and the tied head), the precision's MixedPrecisionPolicy."""
+    from torch.distributed.fsdp import fully_shard
+
+    from gptlab.training.strategies import mixed_precision_policy
+
+    mp = mixed_precision_policy(setup.precision, setup.fsdp_mixed_precision)
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=setup.reshard_after_forward)
+    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=setup.reshard_after_forward)
+
+
+def init_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+    """AdamW creates its moments at its first step; a step on zero gradients creates them before
+    the measured step, so its peak holds them as every later step's does."""
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def train_step(
+    module: Any, opt: torch.optim.Optimizer, batch: torch.Tensor, setup: Setup, tracker: Any = None
+) -> None:
+    """One optimizer step as the Lightning loop runs it: each micro-batch's loss under autocast and
+    its backward (scaled by 1/accumulate), clipping, the update, zero_grad. Two micro-batches stand
+    for any accumulate >= 2: from the second on, the gradients of the first stay alive through
+    forward and backward, and a third finds the memory the second found."""
+    for _ in range(min(setup.accumulate, 2)):
+        if tracker is not None:  # per-module stats are per call; the peak is kept
+            tracker.reset_mod_stats()
+        with autocast(setup.precision):
+            loss = module._loss(batch)
+        (loss / setup.accumulate).backward()
+        del loss
+    if setup.optim.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(module.model.parameters(), setup.optim.grad_clip, foreach=True)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def measure(setup: Setup) -> Memory:
+    """Peak memory per device of one training step of `setup`, measured on fake tensors."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from gptlab.training.module import GPTLightningModule
+    from gptlab.training.optim import build_adamw
+
+    t0 = time.perf_counter()
+    group = fake_process_group(setup.world_size) if setup.fsdp else contextlib.nullcontext()
+    with group as mesh, FakeTensorMode():
+        module = GPTLightningModule(
+            model=dataclasses.asdict(setup.model), optim=dataclasses.asdict(setup.optim)
+        )
+        model = module.model
+        if setup.precision == "bf16-true":
+            model.to(torch.bfloat16)
+        if setup.fsdp:
+            shard(model, mesh, setup)
+        opt = build_adamw(model, setup.optim, "cuda")  # fused, as on a GPU
+        init_optimizer_state(model, opt)
+        T = setup.model.block_size
+        batch = torch.randint(0, setup.model.vocab_size, (setup.micro_batch, T + 1))
+        tracker = _tracker(model, opt, batch, setup)
+        with tracker:
+            train_step(module, opt, batch, setup, tracker)
+        (device_snapshot,) = tracker.get_tracker_snapshot("peak").values()
+        local = {name: _local_numel(p) for name, p in model.named_parameters()}
+    parts = split(device_snapshot)
+    tracked = {str(getattr(k, "value", k)): int(v) for k, v in device_snapshot.items()}
+    return Memory(**parts, tracker=tracked, params_per_device=local, seconds=time.perf_counter() - t0)
+
+
+def _tracker(model: torch.nn.Module, opt: torch.optim.Optimizer, batch: torch.Tensor, setup: Setup) -> Any:
+    if setup.fsdp:
+        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+
+        tracker = FSDPMemTracker(model, opt)
+        tracker.track_inputs((batch,))
+        return tracker
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    tracker = MemTracker()
+    tracker.track_external(model, opt, batch)
+    return tracker
+
+
+def _local_numel(p: torch.Tensor) -> int:
+    """Elements this rank holds: its FSDP2 shard (rank 0's, the largest: padding goes last) or all."""
+    to_local = getattr(p, "to_local", None)
+    return int(to_local().numel()) if to_local is not None else int(p.numel())

@@ -1,0 +1,71 @@
+"""scripts/plan.py's command line in-process: a plan printed; bad input one line, exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from gptlab.hardware import GPUS, lookup
+from gptlab.planning.cli import main
+
+TINY = [
+    "model=pre_rmsnorm_swiglu",
+    "model.n_layer=1",
+    "model.n_embd=48",
+    "model.n_head=4",
+    "model.block_size=32",
+]
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    return err
+
+
+def test_unknown_gpu_lists_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    err = one_line_error(capsys, [*TINY, "plan.gpu=B300"])
+    assert "B300" in err
+    for name in GPUS:
+        assert name in err
+
+
+def test_gpu_names_as_typed() -> None:
+    assert lookup("H200").name == "H200"
+    assert lookup("h100").name == "H100 SXM"
+    assert lookup("A100-40GB").name == "A100 40GB"
+    assert lookup("NVIDIA H100 PCIe").name == "H100 PCIe"  # a CUDA device name works too
+    assert lookup("rtx4090").memory_gib == 24
+
+
+def test_missing_gpu_and_bad_option(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "plan.gpu is required" in one_line_error(capsys, TINY)
+    assert "plan.mfu" in one_line_error(capsys, [*TINY, "plan.gpu=H200", "plan.mfu=40"])
+    assert "plan.bogus" in one_line_error(capsys, [*TINY, "plan.gpu=H200", "plan.bogus=1"])
+
+
+def test_a_config_that_fits_no_listed_gpu_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """The fp32 logits alone of 512 × 4096 positions × 32,000 ids are 250 GiB: beyond an H200."""
+    argv = [*TINY[:-1], "model.block_size=4096", "model.vocab_size=32000", "data.batch_size=512"]
+    err = one_line_error(capsys, [*argv, "plan.gpu=RTX 4090"])
+    assert "no listed GPU" in err and "H200" in err and "GiB" in err
+    peak = float(err.split("needs ")[1].split(" GiB")[0])
+    assert peak > 250
+
+
+def test_a_plan_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*TINY, "data.batch_size=4", "plan.gpu=H200", "plan.tokens=1e9", "plan.mfu=0.4"]) == 0
+    out = capsys.readouterr().out
+    for what in (
+        "parameters",
+        "activations",
+        "optimizer",
+        "peak",
+        "FLOP/token",
+        "tokens/s",
+        "fits:",
+        "1e+09",
+    ):
+        assert what in out, what

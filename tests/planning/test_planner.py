@@ -1,0 +1,162 @@
+"""The planner against things that do not share its code: the same torch tracker over a plain
+PyTorch training step on real tensors, AdamW's state by formula, FSDP2's dim-0 sharding by formula,
+torch's FlopCounterMode, and the model's own parameter count."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.distributed._tools.mem_tracker import MemTracker
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from gptlab.config import OptimConfig
+from gptlab.hardware import GPU
+from gptlab.model import GPT, GPTConfig
+from gptlab.planning.plan import GIB, alternatives, plan
+from gptlab.planning.step import PARTS, Setup, measure, split
+
+SHAPE = {"n_layer": 1, "n_head": 4, "n_embd": 48, "block_size": 32, "vocab_size": 96}
+OPTIM = OptimConfig()
+
+
+def cfg(**kw) -> GPTConfig:
+    return GPTConfig.from_dict({**SHAPE, **kw})
+
+
+def oracle_step(model_cfg: GPTConfig, B: int, accumulate: int, precision: str) -> dict[str, int]:
+    """A plain training step on real tensors, written here: AdamW's state made by a first step,
+    then `accumulate` micro-batches (at most 2: the gradients of the first stay alive from the
+    second on), clipping, the update; MemTracker's peak split by the planner's parts."""
+    torch.manual_seed(0)
+    model = GPT(model_cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    T, V = model_cfg.block_size, model_cfg.vocab_size
+    batch = torch.randint(0, V, (B, T + 1))
+    amp = (
+        torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
+    )
+    tracker = MemTracker()
+    tracker.track_external(model, opt, batch)
+    with tracker:
+        for _ in range(min(accumulate, 2)):
+            tracker.reset_mod_stats()
+            with amp:  # the logits die with the expression, as in the module's _loss
+                loss = F.cross_entropy(model(batch[:, :-1]).float().reshape(-1, V), batch[:, 1:].reshape(-1))
+            (loss / accumulate).backward()
+            del loss
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    (snap,) = tracker.get_tracker_snapshot("peak").values()
+    return split(snap)
+
+
+CASES = {
+    "bf16": (cfg(), 4, 1, "bf16-mixed"),
+    "fp32_accumulate": (cfg(tie_embeddings=False), 3, 2, "32-true"),
+    "bf16_checkpointed": (cfg(n_layer=2, activation_checkpointing="full"), 4, 1, "bf16-mixed"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fake_step_measures_what_a_real_step_allocates(case: str) -> None:
+    """Fake tensors (the plan) and real ones (the oracle's own loop) give the same peak and the
+    same split, part by part: the fake step allocates what the real step allocates."""
+    model_cfg, B, acc, precision = CASES[case]
+    fake = measure(Setup(model_cfg, OPTIM, B, accumulate=acc, precision=precision))
+    real = oracle_step(model_cfg, B, acc, precision)
+    for part in (*PARTS, "peak"):
+        assert fake.part(part) == pytest.approx(real[part], rel=0.01, abs=1024), part
+    assert sum(fake.part(p) for p in PARTS) == fake.peak
+
+
+def test_adamw_state_is_two_fp32_moments_per_parameter() -> None:
+    """AdamW keeps exp_avg and exp_avg_sq in fp32 (8 bytes per parameter) and a step count per
+    tensor; parameters are fp32 masters under bf16 autocast; with accumulation the first
+    micro-batch's gradients (4 bytes per parameter) are alive at the peak."""
+    model_cfg = cfg(tie_embeddings=False)
+    m = measure(Setup(model_cfg, OPTIM, 2, accumulate=2))
+    model = GPT(model_cfg)
+    n, tensors = model.num_params(), len(list(model.parameters()))
+    assert m.optimizer == 8 * n + 4 * tensors
+    assert m.parameters == 4 * n
+    assert m.gradients == 4 * n
+
+
+def test_fsdp_shards_per_device_as_dim0_chunks() -> None:
+    """FSDP2 over 4 fake ranks: rank 0 holds ceil(rows/4) rows of every parameter (dim-0
+    chunks), and its parameters and AdamW state are that share; the whole-model count is the
+    model's own."""
+    model_cfg = cfg(tie_embeddings=False)
+    ws = 4
+    gpu = GPU("test", 80, 1e15, 1e15, 1e15)
+    p = plan(Setup(model_cfg, OPTIM, 2, world_size=ws, fsdp=True), gpu)
+    model = GPT(model_cfg)
+    shard = sum(math.ceil(q.shape[0] / ws) * q[0].numel() for q in model.parameters())
+    assert sum(p.params_device.values()) == shard
+    assert p.total_params == model.num_params()
+    tensors = len(list(model.parameters()))
+    assert p.memory.optimizer == 8 * shard + 4 * tensors
+    single = plan(Setup(model_cfg, OPTIM, 2), gpu)
+    assert sum(single.params_device.values()) == model.num_params()
+
+
+def test_flops_per_step_match_the_flop_counter() -> None:
+    """The plan's FLOPs per step (GPT.flops_per_token × tokens per step, accumulation and devices
+    included) against FlopCounterMode over the same micro-batches (math SDPA: the CPU flash kernel
+    is invisible to the counter, tests/model/test_flops.py)."""
+    model_cfg = cfg(n_layer=2)
+    B, acc, ws = 2, 3, 2
+    p = plan(
+        Setup(model_cfg, OPTIM, B, accumulate=acc, world_size=ws), GPU("test", 80, 1e15, 1e15, 1e15), mfu=0.5
+    )
+    model = GPT(model_cfg)
+    T, V = model_cfg.block_size, model_cfg.vocab_size
+    counter = FlopCounterMode(display=False)
+    with sdpa_kernel(SDPBackend.MATH), counter:
+        for _ in range(acc * ws):  # every device's micro-batches
+            idx = torch.randint(0, V, (B, T + 1))
+            logits = model(idx[:, :-1])
+            F.cross_entropy(logits.reshape(-1, V), idx[:, 1:].reshape(-1)).backward()
+    assert p.speed is not None
+    assert p.speed.flops_per_step == pytest.approx(counter.get_total_flops(), rel=0.02)
+    # and the time at that MFU: FLOPs over (devices × peak × MFU)
+    assert p.speed.step_time == pytest.approx(p.speed.flops_per_step / (ws * 1e15 * 0.5))
+
+
+@pytest.mark.slow  # ~15 s on the loaded 2-core machine: a dozen fake steps
+def test_alternatives_are_planned_again() -> None:
+    """A GPU just too small for the setup: checkpointing is offered with the peak a real
+    checkpointed step has (the oracle's loop), not a scaled guess, and a smaller micro-batch
+    with accumulation keeps the tokens per step."""
+    model_cfg = cfg(n_layer=2)
+    s = Setup(model_cfg, OPTIM, 8)
+    selective = dataclasses.replace(model_cfg, activation_checkpointing="selective")  # block 0 of 2
+    ckpt = oracle_step(selective, 8, 1, "bf16-mixed")
+    base = measure(s)
+    assert ckpt["peak"] < base.peak
+    room = (ckpt["peak"] + base.peak) / 2  # between the two: only checkpointing (or less) fits
+    gpu = GPU("test", room / GIB / 0.9, 1e15, 1e15, 1e15)
+    p = plan(s, gpu)
+    assert not p.fits
+    alts = {a.overrides: a for a in alternatives(p, None, 0.1)}
+    ac = alts[("model.activation_checkpointing=selective",)]
+    assert ac.plan.memory.peak == pytest.approx(ckpt["peak"], rel=0.01)
+    assert ac.plan.fits
+    smaller = [a for a in alts.values() if a.overrides[0].startswith("data.batch_size=")]
+    assert smaller, "a smaller micro-batch fits and is offered"
+    a = smaller[0]
+    assert a.plan.fits and a.plan.setup.micro_batch < 8
+    assert a.plan.setup.tokens_per_step == s.tokens_per_step
+    real = oracle_step(model_cfg, a.plan.setup.micro_batch, a.plan.setup.accumulate, "bf16-mixed")
+    assert a.plan.memory.peak == pytest.approx(real["peak"], rel=0.01)
