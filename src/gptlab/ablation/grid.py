@@ -4,6 +4,11 @@ Pure: no Hydra runtime, so the report can rebuild the same job list from the swe
 job order is fixed: seed outermost, then the further keys (the cells), then the arm, then the LR.
 Seed outermost means an interrupted sweep has every arm and LR at seed 1 first, and a grid grown by
 more seeds keeps every old job at its old number (`hydra.sweep.dir` can be re-used for it).
+
+A *ladder* (`hydra.sweeper.ladder`, `Ladder`) makes the model size a cell: one rung per width, its
+depth, heads and token budget derived from the width by the rules below, and its own LR grid (the
+best LR moves with size). The LR dimension is then the grid's *index*: job k is the same (seed,
+rung, arm, i-th LR) whatever the rungs' values, so numbering and resume work as for a plain grid.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 LR_KEY = "optim.lr"
 SEED_KEY = "seed"
@@ -35,17 +40,26 @@ class Grid:
     seeds: list[str]
     cells: dict[str, list[str]] = field(default_factory=dict)  # further swept keys
     fixed: list[str] = field(default_factory=list)  # the command line's other overrides, every job
+    # a ladder: the cell key whose values are the rungs (None: no ladder), and per rung value its
+    # own LR grid (replacing `lrs`, same length) and the overrides its size rule derives
+    ladder_key: str | None = None
+    rung_lrs: dict[str, list[str]] = field(default_factory=dict)
+    rung_overrides: dict[str, list[str]] = field(default_factory=dict)
 
-    def dims(self) -> list[tuple[str, list[str]]]:
-        return [(SEED_KEY, self.seeds), *self.cells.items(), (self.arm, self.arms), (LR_KEY, self.lrs)]
+    def lrs_of(self, cell: dict[str, str]) -> list[str]:
+        """The LR grid of a cell: its rung's on a ladder, else the one grid."""
+        return self.rung_lrs[cell[self.ladder_key]] if self.ladder_key else self.lrs
 
     def jobs(self) -> list[list[str]]:
         """One override list per job, in the fixed order (job number = index)."""
-        dims = self.dims()
-        return [
-            [f"{k}={v}" for (k, _), v in zip(dims, combo, strict=True)] + list(self.fixed)
-            for combo in itertools.product(*(values for _, values in dims))
-        ]
+        keys = [SEED_KEY, *self.cells, self.arm]
+        out = []
+        for combo in itertools.product(self.seeds, *self.cells.values(), self.arms):
+            named = dict(zip(keys, combo, strict=True))
+            derived = self.rung_overrides.get(named[self.ladder_key], []) if self.ladder_key else []
+            for lr in self.lrs_of(named):
+                out.append([f"{k}={v}" for k, v in named.items()] + [f"{LR_KEY}={lr}", *derived, *self.fixed])
+        return out
 
 
 def log_grid(low: float, high: float, points: int) -> list[float]:
@@ -111,6 +125,99 @@ def _check_seed_strings(values: Sequence[str]) -> list[str]:
     return list(values)
 
 
+LADDER_KEY = "model.n_embd"  # a rung is named by its width
+# what a rung's size rule sets besides the width: given on the command line too, they would fight it
+LADDER_DERIVED = ("model.n_layer", "model.n_head", "trainer.max_steps")
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """Model sizes as cells (`hydra.sweeper.ladder`), each rung derived from its width d by rules:
+
+    - depth n_layer = d / aspect and heads n_head = d / head_dim (the shape d/L and the head width
+      stay fixed up the ladder, so width and depth grow together); the FFN width follows the arm
+      (8/3·d gated, 4·d ungated, conf/model/ffn);
+    - size N = 12·n_layer·d², the non-embedding count of the standard block (4d² attention + 8d²
+      FFN; Kaplan et al. 2020, Table 1). It orders the rungs (they must increase in N) and sets the
+      token budget; the report fits against each job's exact count;
+    - token budget: `tokens` per rung (a fixed budget), or `tokens_per_param` × N (Chinchilla's
+      20, Hoffmann et al. 2022, or a cheaper ratio); exactly one is set. max_steps = ceil(tokens /
+      tokens per step), tokens per step = batch × block × gradient accumulation;
+    - LR grid: the sweeper's log grid (hydra.sweeper.lr) is the grid at width `lr_ref_width`; at
+      width d every point is multiplied by (lr_ref_width / d) ** lr_width_exponent (the best Adam
+      LR falls with width; exponent 1 is μP's 1/width for hidden matrices, Yang et al. 2022, 0 the
+      same grid everywhere). Same number of points at every rung, so the job numbering is fixed.
+    """
+
+    widths: list[int]
+    aspect: int = 24
+    head_dim: int = 24
+    lr_ref_width: int = 96
+    lr_width_exponent: float = 0.5
+    tokens: int | None = None
+    tokens_per_param: float | None = None
+
+
+@dataclass(frozen=True)
+class Rung:
+    width: int
+    depth: int
+    heads: int
+    size: int  # N = 12·L·d², the rule's count
+    steps: int
+    lrs: list[str]
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise GridError(f"{name}={value!r} is not accepted; give an integer >= 1")
+    return value
+
+
+def ladder_rungs(ladder: Ladder, base_lrs: Sequence[float], tokens_per_step: int) -> list[Rung]:
+    """The rungs of a ladder (validated; GridError names the field)."""
+    where = "hydra.sweeper.ladder"
+    widths = [_positive_int(f"{where}.widths", w) for w in ladder.widths]
+    if not widths:
+        raise GridError(f"{where}.widths is empty; list the model widths (n_embd) of the rungs")
+    aspect = _positive_int(f"{where}.aspect", ladder.aspect)
+    head_dim = _positive_int(f"{where}.head_dim", ladder.head_dim)
+    ref = _positive_int(f"{where}.lr_ref_width", ladder.lr_ref_width)
+    exponent = ladder.lr_width_exponent
+    if isinstance(exponent, bool) or not isinstance(exponent, int | float) or not math.isfinite(exponent):
+        raise GridError(f"{where}.lr_width_exponent={exponent!r} is not accepted; give a finite number")
+    if (ladder.tokens is None) == (ladder.tokens_per_param is None):
+        raise GridError(
+            f"{where}: set exactly one of tokens (a fixed budget per rung) and tokens_per_param "
+            f"(tokens = ratio × N); got tokens={ladder.tokens!r}, "
+            f"tokens_per_param={ladder.tokens_per_param!r}"
+        )
+    if ladder.tokens is not None:
+        _positive_int(f"{where}.tokens", ladder.tokens)
+    else:
+        _positive_number(f"{where}.tokens_per_param", ladder.tokens_per_param)
+    rungs: list[Rung] = []
+    for d in widths:
+        for name, unit in (("aspect", aspect), ("head_dim", head_dim)):
+            if d % unit:
+                raise GridError(f"{where}.widths: {d} is not a multiple of {where}.{name}={unit}")
+        depth, heads = d // aspect, d // head_dim
+        size = 12 * depth * d * d
+        if rungs and size <= rungs[-1].size:
+            raise GridError(
+                f"{where}.widths={widths}: rung sizes must increase in N = 12·n_layer·n_embd², "
+                f"but n_embd={d} gives N={size:,} after N={rungs[-1].size:,} (n_embd={rungs[-1].width})"
+            )
+        tokens = ladder.tokens if ladder.tokens is not None else ladder.tokens_per_param * size  # type: ignore[operator]
+        steps = max(1, math.ceil(tokens / tokens_per_step))
+        factor = (ref / d) ** float(exponent)
+        lrs = [format_lr(v * factor) for v in base_lrs]
+        if len(set(lrs)) != len(lrs):
+            raise GridError(f"hydra.sweeper.lr: the grid at n_embd={d} has equal points at 3 digits ({lrs})")
+        rungs.append(Rung(d, depth, heads, size, steps, lrs))
+    return rungs
+
+
 def build_grid(
     arm: str,
     arms: Sequence[str],
@@ -120,12 +227,16 @@ def build_grid(
     params: dict[str, list[str]],
     cli: list[tuple[str, list[str], bool]],
     group_options: Callable[[str], list[str] | None] | None = None,
+    ladder: Ladder | None = None,
+    tokens_per_step: int = 1,
 ) -> Grid:
     """The grid from the sweeper's config and the command line (key, values, is-a-sweep).
 
     A command-line value for the arm key, optim.lr, seed or a swept key replaces that dimension
     (`seed=1,2` runs two seeds); another swept key becomes one more dimension; everything else is
     passed to every job. `group_options(key)` lists a config group's options (None: not a group).
+    With a `ladder`, its rungs are the first cell (`model.n_embd=24,48` on the command line replaces
+    the widths); `lrs` are then the reference grid, each rung gets its own (`Ladder`).
     """
     if not arm:
         raise GridError("hydra.sweeper.arm is not set; name the override key the arms are (e.g. model/ffn)")
@@ -134,6 +245,19 @@ def build_grid(
     cells = {k: list(v) for k, v in params.items()}
     fixed: list[str] = []
     for key, values, is_sweep in cli:
+        if ladder is not None and (key == LR_KEY or key in LADDER_DERIVED):
+            what = (
+                "each rung has its own LR grid (hydra.sweeper.lr, ladder.lr_*)"
+                if key == LR_KEY
+                else ("the ladder's size rule sets it per rung (hydra.sweeper.ladder)")
+            )
+            raise GridError(f"{key} is not accepted on the command line of a ladder: {what}")
+        if ladder is not None and key == LADDER_KEY:
+            try:
+                ladder = replace(ladder, widths=[int(v) for v in values])
+            except ValueError:
+                raise GridError(f"{LADDER_KEY}={','.join(values)}: a rung width must be an integer") from None
+            continue
         if key == arm:
             arm_values, where["arm"] = values, key
         elif key == LR_KEY:
@@ -159,7 +283,23 @@ def build_grid(
     base = str(baseline) if baseline is not None else arm_values[0]
     if base not in arm_values:
         raise GridError(f"hydra.sweeper.baseline={base!r} is not one of the arms ({', '.join(arm_values)})")
-    return Grid(arm, arm_values, base, lr_list, seed_list, cells, fixed)
+    if ladder is None:
+        return Grid(arm, arm_values, base, lr_list, seed_list, cells, fixed)
+    if LADDER_KEY in cells:
+        raise GridError(
+            f"hydra.sweeper.params.{LADDER_KEY} and a ladder both set the width; use ladder.widths"
+        )
+    rungs = ladder_rungs(ladder, [float(v) for v in lr_list], tokens_per_step)
+    values = {str(r.width): r for r in rungs}
+    return Grid(
+        arm, arm_values, base, lr_list, seed_list, {LADDER_KEY: list(values), **cells}, fixed,
+        ladder_key=LADDER_KEY,
+        rung_lrs={v: r.lrs for v, r in values.items()},
+        rung_overrides={
+            v: [f"model.n_layer={r.depth}", f"model.n_head={r.heads}", f"trainer.max_steps={r.steps}"]
+            for v, r in values.items()
+        },
+    )  # fmt: skip
 
 
 def grid_identity(overrides: Sequence[str]) -> list[str]:

@@ -21,7 +21,16 @@ from typing import Any
 from hydra.core.utils import JobStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from gptlab.ablation.grid import LR_KEY, SEED_KEY, Grid, GridError, build_grid, lr_values, seed_values
+from gptlab.ablation.grid import (
+    LR_KEY,
+    SEED_KEY,
+    Grid,
+    GridError,
+    Ladder,
+    build_grid,
+    lr_values,
+    seed_values,
+)
 from gptlab.ablation.sweep_dir import (
     DONE,
     RESUME,
@@ -82,6 +91,12 @@ def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
         found = list(loader.get_group_options(key.lstrip("+~"))) if "." not in key else []
         return found or None  # a field (model.depth_scaled_init) is checked by the schema instead
 
+    ladder = _ladder(spec.get("ladder"))
+    if ladder is not None and len(ladder.widths) < 3:
+        log.warning(
+            "a ladder of %d sizes: the report compares each rung but fits no curve (it needs 3)",
+            len(ladder.widths),
+        )
     return build_grid(
         arm=spec["arm"],
         arms=spec["arms"],
@@ -91,6 +106,27 @@ def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
         params=_params(sweeper),
         cli=_parse_cli(sweeper, arguments),
         group_options=options,
+        ladder=ladder,
+        tokens_per_step=_tokens_per_step(sweeper.config) if ladder is not None else 1,
+    )
+
+
+def _ladder(conf: Any) -> Ladder | None:
+    """hydra.sweeper.ladder as a Ladder (None: no widths, no ladder)."""
+    if conf is None or not conf.get("widths"):
+        return None
+    values = OmegaConf.to_container(conf, resolve=True)
+    assert isinstance(values, dict)
+    return Ladder(**{str(k): v for k, v in values.items()})
+
+
+def _tokens_per_step(config: DictConfig) -> int:
+    """Tokens one optimizer step trains on: batch × block × gradient accumulation (× devices is
+    not counted: a ladder's budget is per device count the preset fixes, CPU: one)."""
+    return (
+        int(config.data.batch_size)
+        * int(config.model.block_size)
+        * int(config.trainer.accumulate_grad_batches)
     )
 
 

@@ -315,6 +315,8 @@ def arrange(jobs: list[Job], record: dict[str, Any], sensitivity: str = "init") 
     cells = []
     for values in cell_values:
         members = [j for j in jobs if all(j.values.get(k) == v for k, v in values.items())]
+        if record.get("ladder_key"):  # a ladder: each rung (cell) has its own LR grid
+            lrs = list(record["rung_lrs"][values[record["ladder_key"]]])
         summaries = []
         for arm in arms:
             points = [LRPoint(float(lr)) for lr in lrs]

@@ -18,9 +18,10 @@ import yaml
 
 from gptlab.ablation.grid import LR_KEY, SEED_KEY
 from gptlab.ablation.sweep_dir import read_record
-from gptlab.analysis import grad_profile, sweep_figures, tables
+from gptlab.analysis import grad_profile, ladder, ladder_report, sweep_figures, tables
 from gptlab.analysis.arms import across_cells, arrange, check_sensitivity_mode, loss_at_init
 from gptlab.analysis.jobs import Job, read_sweep
+from gptlab.analysis.ladder import LadderError
 from gptlab.analysis.tables import parse_table  # noqa: F401 - re-exported: tests and tools read tables
 
 SENSITIVITY_NOTE = {
@@ -85,6 +86,14 @@ def optuna_results(sweep_dir: Path) -> str | None:
     return f"best value {res.get('best_value')} at {res.get('best_params')}"
 
 
+def lr_grid_text(record: dict) -> str:
+    """The LR grid as the report states it: one list, or one per rung of a ladder."""
+    if not record.get("ladder_key"):
+        return ", ".join(record["lrs"])
+    key = record["ladder_key"]
+    return "; ".join(f"{key}={v}: {', '.join(lrs)}" for v, lrs in record["rung_lrs"].items())
+
+
 def ablation_section(
     jobs: list[Job], record: dict, out: Path, figures: bool, sensitivity: str = "init"
 ) -> tuple[list[str], list[Path]]:
@@ -99,7 +108,7 @@ def ablation_section(
         "",
         f"Arms `{record['arm']}`: {', '.join(f'`{a}`' for a in record['arms'])}; "
         f"baseline `{record['baseline']}`. "
-        f"LR grid `{LR_KEY}`: {', '.join(record['lrs'])}. Seeds `{SEED_KEY}`: {', '.join(record['seeds'])}. "
+        f"LR grid `{LR_KEY}`: {lr_grid_text(record)}. Seeds `{SEED_KEY}`: {', '.join(record['seeds'])}. "
         f"Loss at init: ln(vocab) = {tables.fmt(init)}.",
         "",
         ablation_note(sensitivity),
@@ -118,6 +127,8 @@ def ablation_section(
             lines += ["", "#### FFN gradient norm by block, first telemetry step, best LR (mean over seeds)"]
             lines += ["", profile]
     order = {k: list(v) for k, v in record.get("cells", {}).items() if len(v) > 1}
+    if record.get("ladder_key"):  # the ladder answers across sizes; "across cells" would not
+        order = {k: v for k, v in order.items() if k != record["ladder_key"]}
     if order:
         across = tables.across_cells_table(across_cells(cells, order))
         lines += ["", "### Across cells", "", ACROSS_NOTE, "", across]
@@ -163,6 +174,10 @@ def write_report(
     best = optuna_results(root)
     if best:
         lines += ["", f"Optuna: {best}"]
+    refused = ""
+    if record is not None and record.get("ladder_key"):
+        section, refused = ladder_section(jobs, record, fig_dir, figures, sensitivity)
+        lines += ["", *section]
     if record is not None:
         section, _ = ablation_section(jobs, record, fig_dir, figures, sensitivity)
         lines += ["", *section]
@@ -185,4 +200,22 @@ def write_report(
                 lines += ["", f"### {caption}", "", f"![{caption}]({path.relative_to(out_dir)})"]
     report = out_dir / "report.md"
     report.write_text("\n".join(lines) + "\n")
+    if refused:  # bad input for the fit: the report (its per-rung table) is written, the CLI exits 2
+        raise LadderError(f"{refused}; the per-rung table is in {report}")
     return report
+
+
+def ladder_section(
+    jobs: list[Job], record: dict, out: Path, figures: bool, sensitivity: str
+) -> tuple[list[str], str]:
+    """The ladder's per-rung table, fits, extrapolation and figure; and why the fit was refused
+    ("" when it was not)."""
+    result = ladder.analyse(arrange(jobs, record, sensitivity), record)
+    lines = ladder_report.ladder_lines(result)
+    if figures and not result.refused:
+        named = (j.values.get("experiment") for j in jobs if j.values.get("experiment"))
+        experiment = str(next(named, "ladder"))
+        path = ladder_report.ladder_figure(result, experiment, out)
+        if path is not None:
+            lines += ["", f"![final val loss against N]({path.relative_to(out.parent)})"]
+    return lines, result.refused

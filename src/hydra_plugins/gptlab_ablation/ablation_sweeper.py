@@ -26,6 +26,20 @@ class LRGridConf:
 
 
 @dataclass
+class LadderConf:
+    """Model sizes as cells, one per width (gptlab.ablation.grid.Ladder has the rules); no
+    widths: no ladder."""
+
+    widths: list[int] = field(default_factory=list)  # n_embd of each rung, increasing in N
+    aspect: int = 24  # n_layer = n_embd / aspect
+    head_dim: int = 24  # n_head = n_embd / head_dim
+    lr_ref_width: int = 96  # hydra.sweeper.lr is the LR grid at this width
+    lr_width_exponent: float = 0.5  # the grid at width d: × (lr_ref_width / d) ** exponent
+    tokens: int | None = None  # a fixed token budget per rung, or
+    tokens_per_param: float | None = None  # tokens = ratio × N (N = 12·n_layer·n_embd²)
+
+
+@dataclass
 class AblationSweeperConf:
     _target_: str = "hydra_plugins.gptlab_ablation.ablation_sweeper.AblationSweeper"
     arm: str = ""  # the override key whose values are the arms: a config group (model/ffn) or a field
@@ -35,6 +49,7 @@ class AblationSweeperConf:
     seeds: int = 3  # seeds 1..seeds; each reseeds init and data order
     params: dict[str, str] = field(default_factory=dict)  # further swept keys, e.g. model.n_layer: 4,12
     report: bool = True  # write <sweep>/report.md (and a wandb summary run) when the sweep ends
+    ladder: LadderConf = field(default_factory=LadderConf)  # model sizes as cells (widths: [] = none)
 
 
 ConfigStore.instance().store(
@@ -54,8 +69,11 @@ class AblationSweeper(Sweeper):
         seeds: int,
         params: dict[str, str],
         report: bool,
+        ladder: Any = None,
     ) -> None:
-        self.spec = dict(arm=arm, arms=list(arms), baseline=baseline, lr=lr, seeds=seeds, params=params)
+        self.spec = dict(
+            arm=arm, arms=list(arms), baseline=baseline, lr=lr, seeds=seeds, params=params, ladder=ladder
+        )
         self.report = report
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None

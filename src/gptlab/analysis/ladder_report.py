@@ -1,0 +1,158 @@
+"""The ladder part of report.md: per-rung table, the fitted curves, the extrapolated gap and its
+verdict, and the log-log figure (definitions in gptlab.analysis.ladder)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from gptlab.analysis import powerlaw
+from gptlab.analysis.ladder import EXTRAPOLATE, HOLD_FRACTION, LadderResult
+from gptlab.analysis.stats import mean_interval
+from gptlab.analysis.tables import EMPTY, fmt_interval, table
+
+NOTE = (
+    "Per rung, each arm at its own best LR (lowest mean over the LRs where every seed has a result; "
+    '"(grid edge)" when it is the rung\'s smallest or largest LR). N: non-embedding parameters of the '
+    "job's model; C: training FLOPs, (6·N + 12·L·T·d) × tokens. Loss: mean [95% t CI] over seeds. "
+    "Gap and every fitted quantity: estimate [95% CI] by a bootstrap over seeds (one draw of seeds for "
+    "every rung and arm, the best LR picked again in each resample; estimate ± t(n−1)·SE, "
+    "gptlab.analysis.powerlaw). Fit: L = E + A·N^(−α) by least squares on the per-seed losses. "
+    f"Extrapolation: the gap of the fitted curves at {EXTRAPOLATE:g}× the largest rung's N; change = "
+    "s·(gap there − gap at the largest rung), s the sign of the gap at the largest rung (> 0: the "
+    f"gap widens). Verdict: flips (the extrapolated gap's CI on the other side of 0), widens/narrows "
+    f"(the change's CI above/below 0), holds (the change's CI inside ±{HOLD_FRACTION:.0%} of the "
+    "gap), else inconclusive; incomplete when a planned job has no result."
+)
+
+
+def _n(value: float | None) -> str:
+    return EMPTY if value is None else f"{value:,.0f}"
+
+
+def _sci(value: float | None) -> str:
+    return EMPTY if value is None or not math.isfinite(value) else f"{value:.3g}"
+
+
+def fmt_estimate(e: powerlaw.Estimate | None, digits: int = 4, sci: bool = False) -> str:
+    if e is None:
+        return EMPTY
+    f = (lambda v: f"{v:.3g}") if sci else (lambda v: f"{v:+.{digits}f}" if digits < 0 else f"{v:.{digits}f}")
+    if not math.isfinite(e.low):
+        return f"{f(e.value)} (no CI)"
+    share = f" ({e.finite_share:.0%} of resamples)" if e.finite_share < 1 else ""
+    return f"{f(e.value)} [{f(e.low)}, {f(e.high)}]{share}"
+
+
+def rung_table(res: LadderResult) -> str:
+    head = ["rung", "N", "tokens", "C (FLOPs)"]
+    for a in res.arms:
+        head += [f"`{a}` best LR", f"`{a}` final val loss"]
+    head += [f"`{a}` − `{res.baseline}`" for a in res.arms if a != res.baseline]
+    rows = []
+    for r in res.rungs:
+        entries = [res.table[(r, a)] for a in res.arms]
+        ns = {e.n for e in entries if e.n is not None}
+        n_text = _n(next(iter(ns))) if len(ns) == 1 else " / ".join(_n(e.n) for e in entries)
+        flops = {e.flops for e in entries if e.flops is not None}
+        c_text = _sci(next(iter(flops))) if len(flops) == 1 else " / ".join(_sci(e.flops) for e in entries)
+        row = [f"{res.key}={r}" + (" (incomplete)" if r in res.incomplete else ""), n_text,
+               _n(entries[0].tokens), c_text]  # fmt: skip
+        for e in entries:
+            edge = " (grid edge)" if e.best_at_edge else ""
+            lr = EMPTY if e.best_lr is None else f"{e.best_lr:.3g}{edge}"
+            loss = fmt_interval(mean_interval(list(e.points.values()))) if e.points else EMPTY
+            row += [lr, loss]
+        row += [fmt_estimate(res.gaps.get((r, a))) for a in res.arms if a != res.baseline]
+        rows.append(row)
+    return table(head, rows)
+
+
+def fit_table(res: LadderResult) -> str:
+    head = ["arm", "against", "E [95% CI]", "A [95% CI]", "α [95% CI]", "fit"]
+    rows = [
+        [f"`{f.arm}`", f.against, fmt_estimate(f.E), fmt_estimate(f.A, sci=True), fmt_estimate(f.alpha, 3),
+         f.status]
+        for f in res.fits
+    ]  # fmt: skip
+    return table(head, rows)
+
+
+def extrapolation_table(res: LadderResult) -> str:
+    head = ["arm", "baseline", "gap at largest rung (fit)", f"gap at {EXTRAPOLATE:g}× N", "change",
+            "crossover N", "verdict"]  # fmt: skip
+    rows = []
+    for x in res.extrapolations:
+        cross = "none in range" if x.crossover is None else fmt_estimate(x.crossover, sci=True)
+        verdict = x.verdict
+        if res.incomplete:
+            rungs = ", ".join(f"{res.key}={r}" for r in res.incomplete)
+            verdict = f"incomplete ({rungs}: planned jobs without a result): {verdict}"
+        rows.append([
+            f"`{x.arm}`", f"`{x.baseline}`", fmt_estimate(x.gap_last), fmt_estimate(x.gap_ext) +
+            f" at N={x.n_ext:,.0f}", fmt_estimate(x.change), cross, verdict,
+        ])  # fmt: skip
+    return table(head, rows)
+
+
+def ladder_figure(res: LadderResult, experiment: str, out: Path) -> Path | None:
+    """Final val loss against N, log-log: points (mean, 95% t CI over seeds) per arm, the fitted
+    curve over the rungs (solid) and extrapolated to EXTRAPOLATE × the largest N (dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fits = {f.arm: f for f in res.fits if f.against == "N"}
+    for i, arm in enumerate(res.arms):
+        color = f"C{i}"
+        xs, ys, lo, hi = [], [], [], []
+        for r in res.rungs:
+            e = res.table[(r, arm)]
+            if e.n is None or not e.points:
+                continue
+            ci = mean_interval(list(e.points.values()))
+            xs.append(e.n)
+            ys.append(ci.mean)
+            lo.append(ci.mean - ci.low if math.isfinite(ci.low) else 0.0)
+            hi.append(ci.high - ci.mean if math.isfinite(ci.high) else 0.0)
+        if xs:
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", color=color, capsize=3, label=f"{arm} (mean, 95% CI)")
+        f = fits.get(arm)
+        if f is not None and f.E is not None and f.A is not None and f.alpha is not None and xs:
+            n_max = max(xs)
+            inside = np.geomspace(min(xs), n_max, 100)
+            beyond = np.geomspace(n_max, EXTRAPOLATE * n_max, 50)
+            e_, a_, al_ = f.E.value, f.A.value, f.alpha.value
+            ax.plot(inside, e_ + a_ * inside ** (-al_), "-", color=color,
+                    label=f"{arm}: {e_:.3f} + {a_:.3g}·N^(−{al_:.3f})")  # fmt: skip
+            ax.plot(beyond, e_ + a_ * beyond ** (-al_), "--", color=color)
+    if any(fits.get(a) and fits[a].E is not None for a in res.arms):
+        n_top = max(e.n for e in res.table.values() if e.n is not None)
+        ax.axvline(EXTRAPOLATE * n_top, color="grey", lw=0.8, ls=":")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("non-embedding parameters N (log)")
+    ax.set_ylabel("final val loss at the best LR (log)")
+    ax.set_title(f"{experiment}: loss against size (dashed: extrapolated to {EXTRAPOLATE:g}× N)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / f"{experiment}_loss_vs_n.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def ladder_lines(res: LadderResult) -> list[str]:
+    lines = ["## Ladder", "", NOTE, "", "### Per rung", "", rung_table(res)]
+    if res.note:
+        lines += ["", f"**No fit**: {res.note}."]
+        return lines
+    lines += ["", "### Fitted curves", "", fit_table(res)]
+    lines += ["", "### The gap extrapolated", "", extrapolation_table(res)]
+    return lines

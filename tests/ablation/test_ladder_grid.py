@@ -1,0 +1,125 @@
+"""A ladder grid: model sizes as cells, each rung's depth, heads, token budget and LR grid from the
+documented rules (oracle: the rules' formulas written out here), job numbering fixed, bad ladders
+refused in one line naming the field."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from gptlab.ablation.grid import GridError, Ladder, build_grid, lr_values, seed_values
+from gptlab.compose import compose_with_hydra
+from gptlab.model import GPT, GPTConfig
+
+ARMS = ["gelu", "swiglu"]
+
+
+def _grid(ladder: Ladder, seeds: int = 2, cli=(), tokens_per_step: int = 1024, lrs=None):
+    return build_grid(
+        "model/ffn", ARMS, "gelu", lrs or lr_values(1.5e-3, 8.2e-3, 3), seed_values(seeds), {}, list(cli),
+        ladder=ladder, tokens_per_step=tokens_per_step,
+    )  # fmt: skip
+
+
+def test_rungs_follow_the_rules_and_numbering_is_seed_rung_arm_lr() -> None:
+    ladder = Ladder(widths=[24, 48, 96], aspect=24, head_dim=12, lr_ref_width=96, lr_width_exponent=0.5,
+                    tokens=204_800)  # fmt: skip
+    grid = _grid(ladder)
+    jobs = grid.jobs()
+    assert len(jobs) == 2 * 3 * 2 * 3  # seeds × rungs × arms × LRs
+    base = [1.5e-3, 1.5e-3 * (8.2 / 1.5) ** 0.5, 8.2e-3]
+    k = 0
+    for seed, d, arm in itertools.product(["1", "2"], [24, 48, 96], ARMS):
+        for i in range(3):
+            lr = float(f"{float(f'{base[i]:.3g}') * (96 / d) ** 0.5:.3g}")
+            expect = [f"seed={seed}", f"model.n_embd={d}", f"model/ffn={arm}"]
+            assert jobs[k][:3] == expect, k
+            assert float(jobs[k][3].split("=")[1]) == pytest.approx(lr, rel=1e-12)
+            assert jobs[k][4:] == [
+                f"model.n_layer={d // 24}",
+                f"model.n_head={d // 12}",
+                "trainer.max_steps=200",
+            ]
+            k += 1
+    # more seeds append: the old jobs keep their numbers (a sweep dir can grow)
+    assert _grid(ladder, seeds=3).jobs()[: len(jobs)] == jobs
+
+
+def test_tokens_per_param_sets_each_rungs_steps() -> None:
+    grid = _grid(Ladder(widths=[48, 96], tokens_per_param=2.0), tokens_per_step=16 * 64)
+    steps = {o.split("=")[1] for j in grid.jobs() for o in j if o.startswith("trainer.max_steps=")}
+    # N = 12·L·d² with L = d/24: 12·2·48² = 55,296 and 12·4·96² = 442,368; tokens = 2·N
+    assert steps == {str(math.ceil(2 * 55_296 / 1024)), str(math.ceil(2 * 442_368 / 1024))}
+
+
+def test_plain_grid_is_unchanged() -> None:
+    """No ladder: the job list is the product seed × cells × arm × LR as before."""
+    lrs = lr_values(1e-3, 1e-2, 2)
+    grid = build_grid("model/ffn", ARMS, None, lrs, ["1", "2"], {"model.n_layer": ["1", "2"]},
+                      [("trainer.max_steps", ["5"], False)])  # fmt: skip
+    dims = [("seed", ["1", "2"]), ("model.n_layer", ["1", "2"]), ("model/ffn", ARMS), ("optim.lr", lrs)]
+    expect = [[f"{k}={v}" for (k, _), v in zip(dims, c, strict=True)] + ["trainer.max_steps=5"]
+              for c in itertools.product(*(v for _, v in dims))]  # fmt: skip
+    assert grid.jobs() == expect and grid.ladder_key is None
+
+
+def test_widths_on_the_command_line_replace_the_rungs() -> None:
+    grid = _grid(Ladder(widths=[24, 48, 72], tokens=1024), cli=[("model.n_embd", ["48", "96"], True)])
+    assert grid.cells == {"model.n_embd": ["48", "96"]}
+
+
+@pytest.mark.parametrize(
+    ("ladder", "cli", "message"),
+    [
+        (Ladder(widths=[48, 24], tokens=10), (), "must increase in N"),
+        (Ladder(widths=[48, 48], tokens=10), (), "must increase in N"),
+        (Ladder(widths=[24, 50], tokens=10), (), "50 is not a multiple of hydra.sweeper.ladder.aspect"),
+        (Ladder(widths=[24, 48], tokens=10, tokens_per_param=1.0), (), "set exactly one of tokens"),
+        (Ladder(widths=[24, 48]), (), "set exactly one of tokens"),
+        (Ladder(widths=[24, 48], tokens_per_param=-1.0), (), "tokens_per_param=-1.0"),
+        (Ladder(widths=[], tokens=10), (), "widths is empty"),
+        (Ladder(widths=[24, 48], tokens=10), [("optim.lr", ["0.001"], False)], "optim.lr is not accepted"),
+        (
+            Ladder(widths=[24, 48], tokens=10),
+            [("model.n_layer", ["2"], False)],
+            "model.n_layer is not accepted",
+        ),
+        (Ladder(widths=[24, 48], tokens=10), [("model.n_embd", ["x"], False)], "must be an integer"),
+    ],
+)
+def test_bad_ladder_is_one_line_naming_the_field(ladder: Ladder, cli, message: str) -> None:
+    with pytest.raises(GridError, match=message) as err:
+        _grid(ladder, cli=cli)
+    assert "\n" not in str(err.value)
+
+
+def _ffn_params(cfg: GPTConfig) -> int:
+    with torch.device("meta"):
+        model = GPT(cfg)
+    return sum(p.numel() for n, p in model.named_parameters() if ".ffn." in n)
+
+
+@pytest.mark.parametrize("name", ["ladder_ffn", "ladder_ffn_quick"])
+def test_ladder_presets_compare_at_equal_parameters_at_every_rung(name: str) -> None:
+    cfg = compose_with_hydra([f"experiment={name}"])
+    s = cfg.hydra.sweeper
+    widths = list(s.ladder.widths)
+    if name == "ladder_ffn":
+        assert len(widths) >= 4 and s.seeds >= 3 and s.lr.points >= 3 and set(s.arms) == {"gelu", "swiglu"}
+    else:
+        assert (len(widths), len(s.arms), s.lr.points, s.seeds) == (3, 2, 2, 2)
+    base = GPTConfig(**{**OmegaConf.to_container(cfg.model, resolve=True), "vocab_size": 256})
+    sizes = []
+    for d in widths:
+        rung = dataclasses.replace(
+            base, n_embd=d, n_layer=d // s.ladder.aspect, n_head=d // s.ladder.head_dim
+        )
+        counts = {f: _ffn_params(dataclasses.replace(rung, ffn=f)) for f in s.arms}
+        assert len(set(counts.values())) == 1, (d, counts)  # 8/3·d gated = 4·d ungated exactly
+        sizes.append(next(iter(counts.values())))
+    assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes)
