@@ -2,7 +2,10 @@
 # GPU check (one GPU, e.g. an H200), NOT run in the session that wrote it: the gpt2 preset (124M) in
 # bf16 for about a minute each under trainer=fsdp (FSDP2 on a mesh of one) and under DDP on one
 # device, then tokens/s and MFU (medians of the logged intervals; the first, with warm-up, is
-# skipped by the throughput callback) and the peak GPU memory torch allocated and reserved.
+# skipped by the throughput callback) and the peak GPU memory torch allocated and reserved; then,
+# for the same two configs, the planner's prediction beside the measurement (scripts/plan.py: peak
+# memory per device from a fake step, tokens/s at the cited MFU), the check of docs/performance.md's
+# sizing table on a real GPU.
 #
 #   bash scripts/gpu_check.sh                 # STEPS=300 BATCH=16 COMPILE=false by default
 #   STEPS=600 COMPILE=true bash scripts/gpu_check.sh
@@ -81,4 +84,33 @@ for name in ("fsdp", "ddp"):
     med = lambda xs: statistics.median(xs) if xs else float("nan")
     print(f"{name:6} {med(tps):12.0f} {med(mfu):7.3f} {peak['max_allocated_gib']:15.2f} "
           f"{peak['max_reserved_gib']:18.2f}")
+PYEOF
+
+# the planner's prediction for the same overrides, beside what was measured (docs/performance.md, Planning)
+"$PY" - "$OUT" "${COMMON[@]}" <<'PYEOF'
+import csv, json, statistics, sys
+from pathlib import Path
+import torch
+from gptlab.compose import compose_config
+from gptlab.hardware import GPUS, chip
+from gptlab.planning.options import setup_from
+from gptlab.planning.plan import GIB, plan
+out, common = Path(sys.argv[1]), sys.argv[2:]
+name = torch.cuda.get_device_name()
+if chip(name) is None:
+    sys.exit(f"planner: {name} is not in gptlab.hardware's GPU table; no prediction")
+gpu = GPUS[chip(name)]
+torch.set_num_threads(1)
+print(f"planner on {gpu.name}: {'run':6} {'peak GiB pred':>14} {'alloc GiB meas':>15} {'pred/meas':>10} "
+      f"{'tokens/s pred':>14} {'tokens/s meas':>14} {'MFU pred':>9}")
+for run, extra in (("fsdp", ["trainer=fsdp"]), ("ddp", ["trainer.strategy=ddp"])):
+    p = plan(setup_from(compose_config([*extra, *common])), gpu)
+    peak = json.loads((out / run / "peak_memory.json").read_text())["max_allocated_gib"]
+    with open(out / run / "csv" / "metrics.csv") as f:
+        tps = [float(r["throughput/tokens_per_sec"]) for r in csv.DictReader(f) if r.get("throughput/tokens_per_sec")]
+    meas = statistics.median(tps) if tps else float("nan")
+    pred_tps = p.speed.tokens_per_sec if p.speed else float("nan")
+    mfu = p.speed.mfu if p.speed else float("nan")
+    print(f"{'':>20}{run:6} {p.memory.peak / GIB:14.2f} {peak:15.2f} {p.memory.peak / GIB / peak:10.2f} "
+          f"{pred_tps:14.0f} {meas:14.0f} {mfu:9.3f}")
 PYEOF
