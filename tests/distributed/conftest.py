@@ -46,13 +46,20 @@ def single_run(dist_root: Path, cache: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def sweep_run(dist_root: Path, cache: Path) -> Run:
-    """`-m model.n_layer=2,4` with 2 DDP processes per job, wandb offline + CSV (logger default).
+    """`-m model.n_layer=2,4` with 2 DDP processes per job, wandb offline + CSV (logger default),
+    every block checkpointed (model.activation_checkpointing=full).
 
-    Job 0 (n_layer=2) is the DDP run of the equivalence test.
+    Job 0 (n_layer=2) is the DDP run of the equivalence test: against the single process, which
+    does not checkpoint, it also shows that checkpointing changes no loss and no telemetry value.
     """
     return run(
         train_cmd(
-            "-m", "model.n_layer=2,4", *common(cache), *TWO_CPU, f"hydra.sweep.dir={dist_root / 'sweep'}"
+            "-m",
+            "model.n_layer=2,4",
+            "model.activation_checkpointing=full",
+            *common(cache),
+            *TWO_CPU,
+            f"hydra.sweep.dir={dist_root / 'sweep'}",
         ),
         dist_root / "cwd_sweep",
     )
@@ -64,6 +71,8 @@ def torchrun_run(dist_root: Path, cache: Path) -> Run:
     its default, so both ranks must resolve the same `multirun/torchrun-<id>` on their own.
 
     Its only job is the FSDP run of the equivalence test and the straight run of the resume test.
+    Block 0 of its 2 is checkpointed (model.activation_checkpointing=selective, every 2nd block),
+    block 1 not: the equivalence test compares it with the single process, which checkpoints none.
     """
     cmd = [
         sys.executable,
@@ -75,6 +84,7 @@ def torchrun_run(dist_root: Path, cache: Path) -> Run:
         "-m",
         "model.n_layer=2",
         "trainer=fsdp",
+        "model.activation_checkpointing=selective",
         *common(cache),
         *TWO_CPU,
         "logger=csv",

@@ -5,6 +5,8 @@ runs must agree step by step; the telemetry's grad norms are over the global gra
 replicas counted once, FSDP shards summed), so every grad_norm/* column must agree too, and so must
 every other telemetry family: attn_logit_max/* (a MAX all-reduce), attn_entropy/* and logits/*
 (token-weighted over ranks), update_rms/*, act_rms/*.
+The DDP run checkpoints every block and the FSDP run block 0 of 2 (model.activation_checkpointing
+full / selective; conftest.py), the single process none: recomputation changes no value either.
 Differences come only from float32 summation order (one batch of 4 vs two of 2 and an all-reduce):
 ~1e-7 relative at step 0, growing slowly through AdamW; the tolerances leave room for 10 steps.
 

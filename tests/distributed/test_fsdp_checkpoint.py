@@ -23,7 +23,8 @@ STOP = 4
 
 @pytest.fixture(scope="module")
 def resumed(dist_root: Path, cache: Path) -> Path:
-    """FSDP for 4 steps, then `ckpt_path=<first>/checkpoints/last.ckpt` to step 10."""
+    """FSDP for 4 steps, then `ckpt_path=<first>/checkpoints/last.ckpt` to step 10, the second
+    part with every block checkpointed (a resume may change model.activation_checkpointing)."""
     first, second = dist_root / "fsdp_first", dist_root / "fsdp_resumed"
     fsdp = ["model.n_layer=2", "trainer=fsdp", *common(cache), *TWO_CPU, "logger=csv"]
     run(
@@ -32,7 +33,8 @@ def resumed(dist_root: Path, cache: Path) -> Path:
     ckpt = first / "checkpoints" / "last.ckpt"
     assert ckpt.is_dir() and (ckpt / ".metadata").is_file() and len(list(ckpt.glob("*.distcp"))) == 2
     assert not list(ckpt.parent.glob(".*.tmp")), "a temporary checkpoint directory was left behind"
-    run(train_cmd(*fsdp, f"ckpt_path={ckpt}", f"hydra.run.dir={second}"), dist_root / "cwd_resumed").check()
+    resume = [f"ckpt_path={ckpt}", "model.activation_checkpointing=full", f"hydra.run.dir={second}"]
+    run(train_cmd(*fsdp, *resume), dist_root / "cwd_resumed").check()
     return second
 
 
