@@ -209,6 +209,21 @@ MUTANTS: list[Mutant] = [
     Mutant("bpe_trainer_not_in_identity", "data/tokenizers.py",
            'trainer = "" if cfg.bpe_trainer == "tokenizers" else f":{cfg.bpe_trainer}"', 'trainer = ""',
            "data.bpe_trainer=rustbpe reuses the tokens packed with tokenizers' trainer (other ids)"),
+    # --- issue 24: the ladder (ablation/grid.py, analysis/powerlaw.py, analysis/ladder.py) ---
+    Mutant("powerlaw_alpha_sign", "analysis/powerlaw.py", "x = np.exp(-alpha[..., None] * logx)",
+           "x = np.exp(alpha[..., None] * logx)", "fits L = E + A·N^(+α): the wrong sign of α"),
+    Mutant("bootstrap_resamples_runs", "analysis/powerlaw.py", "picked = values[..., draws]  # (..., B, n)",
+           "picked = np.take_along_axis(np.repeat(values[..., None, :], len(draws), -2), np.random"
+           ".default_rng(0).integers(0, n, values.shape[:-1] + draws.shape), -1)",
+           "each (rung, arm, LR) run re-drawn on its own instead of one draw of seeds for all"),
+    Mutant("bootstrap_normal_quantile", "analysis/powerlaw.py", "stats.t.ppf(0.5 + LEVEL / 2, n_seeds - 1)",
+           "stats.norm.ppf(0.5 + LEVEL / 2)", "1.96·SE with 3 seeds: intervals that cover ~80%"),
+    Mutant("ladder_verdict_widens_backwards", "analysis/ladder.py", "    if change.low > 0:\n",
+           "    if change.high < 0:\n", "a closing gap is called widening"),
+    Mutant("ladder_lr_rule_inverted", "ablation/grid.py", "factor = (ref / d) ** float(exponent)",
+           "factor = (d / ref) ** float(exponent)", "the LR grid rises with width instead of falling"),
+    Mutant("ladder_n_keeps_tied_head", "analysis/ladder.py", "n = with_head - table",
+           "n = with_head", "N counts the tied head (the embedding matrix) as a non-embedding weight"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
