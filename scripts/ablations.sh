@@ -47,6 +47,10 @@ timed warmup train.py -m experiment=ablate_placement hydra.sweeper.arm=optim.war
 # spread of 0.2 and the check's interval could not exclude 0 (docs/ablations.md). 3 x 5 x 5 per
 # depth: 75 x ~10 s (L=2) + 75 x ~32 s (L=8).
 timed init train.py -m experiment=ablate_init hydra.sweeper.seeds=5 hydra.sweep.dir="$OUT/init" "${SIDE_BY_SIDE[@]}"
+# Does the gated FFN's win survive scale (issue 24)? A ladder of 4 widths (d = 24..96, L = d/24), 3 LRs
+# per width placed by the ladder's rule, 3 seeds, 204,800 tokens per job: 72 jobs. The report fits
+# L(N) = E + A·N^(-alpha) per arm and extrapolates the gap to 10x the largest N.
+timed ladder_ffn train.py -m experiment=ladder_ffn hydra.sweep.dir="$OUT/ladder_ffn" "${SIDE_BY_SIDE[@]}"
 # The seeds' variance law at init (v_2L = v0 + 2L·σ², flat under 1/sqrt(2L)) and the gradient
 # profile at init in Xiong et al.'s setting; no training, ~30 s each.
 timed init_report_L8 scripts/init_report.py model=pre_rmsnorm_swiglu model.n_layer=8 out="$OUT/init_report_L8"
