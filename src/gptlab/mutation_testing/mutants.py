@@ -224,6 +224,25 @@ MUTANTS: list[Mutant] = [
            "factor = (d / ref) ** float(exponent)", "the LR grid rises with width instead of falling"),
     Mutant("ladder_n_keeps_tied_head", "analysis/ladder.py", "n = with_head - table",
            "n = with_head", "N counts the tied head (the embedding matrix) as a non-embedding weight"),
+    # --- issue 22: the planner (planning/step.py, planning/plan.py) ---
+    Mutant("plan_optimizer_state_uncounted", "planning/step.py", '    "Optstate": "optimizer",',
+           '    "Optstate": "other",', "AdamW's two moments vanish from the optimizer line (total unchanged)"),
+    Mutant("plan_optimizer_state_not_created", "planning/step.py", "        init_optimizer_state(model, opt)\n",
+           "        pass\n", "the measured step is AdamW's first: its peak holds no optimizer state"),
+    Mutant("plan_autocast_dropped", "planning/step.py", 'return torch.autocast("cpu", dtype=torch.bfloat16)',
+           "return contextlib.nullcontext()", "bf16-mixed planned with fp32 activations"),
+    Mutant("plan_accumulation_ignored", "planning/step.py", "for _ in range(min(setup.accumulate, 2)):",
+           "for _ in range(1):", "accumulation planned without the gradients alive through the next micro-batch"),
+    Mutant("plan_fsdp_shard_uncounted", "planning/step.py",
+           "return int(to_local().numel()) if to_local is not None else int(p.numel())",
+           "return int(p.numel())", "FSDP2's per-device parameters read as the whole model"),
+    Mutant("plan_tokens_without_accumulation", "planning/step.py",
+           "self.micro_batch, self.model.block_size, self.accumulate, self.world_size",
+           "self.micro_batch, self.model.block_size, 1, self.world_size",
+           "FLOPs and step time per step forget gradient accumulation"),
+    Mutant("plan_alternative_guessed", "planning/plan.py",
+           "again = plan(s.replace(model=cfg), gpu, mfu, headroom)", "again = p",
+           "the checkpointing alternative is not planned again: it reports the original peak"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
