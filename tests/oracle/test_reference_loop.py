@@ -17,6 +17,10 @@ that is, say, twice too large (a wrong DDP/FSDP reduction): the multi-process ru
 
 The per-step train/loss (metrics.csv) must equal the reference's to 1e-5 relative on every step,
 and the final weights to 1e-5 relative (per tensor, in L2): any divergence fails, whatever its cause.
+
+trainer.precision=bf16-mixed on CPU (section 4) against the same loop under torch.autocast (tight:
+the same kernels) and against the fp32 loop (within bf16's rounding, derived there); FSDP2 with its
+bf16 mixed-precision policy over gloo against the fp32 loop's per-group gradient norms.
 """
 
 from __future__ import annotations
@@ -116,9 +120,14 @@ class Reference:
     losses: list[float]  # per optimizer step: the mean of its micro-batches' losses
     pre_clip: list[float]  # global gradient norm before clipping
     state: dict[str, torch.Tensor]  # weights after the last step
+    groups: list[dict[str, float]] = field(default_factory=list)  # per step: grad norms by group
 
 
-def reference_loop(model_cfg: dict[str, Any], initial: dict[str, torch.Tensor], batches, clip) -> Reference:
+def reference_loop(
+    model_cfg: dict[str, Any], initial: dict[str, torch.Tensor], batches, clip, bf16: bool = False
+) -> Reference:
+    """The loop; `bf16`: forward and loss under CPU bf16 autocast (torch.autocast, what
+    trainer.precision=bf16-mixed means), weights, gradients and AdamW in fp32."""
     from gptlab.model import GPT, GPTConfig
 
     model = GPT(GPTConfig.from_dict(dict(model_cfg)))
@@ -135,7 +144,7 @@ def reference_loop(model_cfg: dict[str, Any], initial: dict[str, torch.Tensor], 
         eps=EPS,
     )
     assert len(batches) == STEPS * ACCUM
-    losses, pre_clip = [], []
+    losses, pre_clip, groups = [], [], []
     for step in range(STEPS):
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
@@ -144,14 +153,34 @@ def reference_loop(model_cfg: dict[str, Any], initial: dict[str, torch.Tensor], 
         for micro in range(ACCUM):
             w = batches[step * ACCUM + micro]
             x, y = w[:, :-1], w[:, 1:]
-            logits = model(x)
-            loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                logits = model(x)
+                loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1))
             (loss / ACCUM).backward()
             step_loss += loss.item() / ACCUM
+        groups.append(group_grad_norms(model))
         pre_clip.append(float(torch.nn.utils.clip_grad_norm_(params, clip)))
         opt.step()
         losses.append(step_loss)
-    return Reference(losses, pre_clip, {k: v.detach().clone() for k, v in model.state_dict().items()})
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return Reference(losses, pre_clip, state, groups)
+
+
+def group_grad_norms(model: torch.nn.Module) -> dict[str, float]:
+    """Pre-clip gradient norms by the groups docs/architecture.md names for grad_norm/*: embed
+    (tok_emb, pos_emb), block_XX and its /attn (attn_norm, attn) and /ffn (ffn_norm, ffn) halves,
+    final_norm; written here from that table, not taken from the telemetry's code."""
+    sq: dict[str, float] = {}
+    for name, p in model.named_parameters():
+        parts = name.split(".")
+        if parts[0] == "blocks":
+            block = f"block_{int(parts[1]):02d}"
+            keys = [block, f"{block}/{'attn' if parts[2].startswith('attn') else 'ffn'}"]
+        else:
+            keys = [{"tok_emb": "embed", "pos_emb": "embed", "lm_head": "head"}.get(parts[0], parts[0])]
+        for key in keys:
+            sq[key] = sq.get(key, 0.0) + float(p.grad.double().pow(2).sum())
+    return {k: math.sqrt(v) for k, v in sq.items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -261,13 +290,14 @@ def runs(root: Path):
 
 @pytest.fixture(scope="module")
 def references(runs):
-    done: dict[float, Reference] = {}
+    """(clip, bf16) -> the reference loop on the fp32 run's weights and batches."""
+    done: dict[tuple[float, bool], Reference] = {}
 
-    def get(clip: float) -> Reference:
-        if clip not in done:
+    def get(clip: float, bf16: bool = False) -> Reference:
+        if (clip, bf16) not in done:
             c = runs(clip).capture
-            done[clip] = reference_loop(c.model_cfg, c.initial, c.batches, clip)
-        return done[clip]
+            done[clip, bf16] = reference_loop(c.model_cfg, c.initial, c.batches, clip, bf16=bf16)
+        return done[clip, bf16]
 
     return get
 
@@ -369,11 +399,11 @@ def test_optimizer_steps_with_the_clipped_gradient(runs, precision: str) -> None
 # --------------------------------------------------------------------------------------------------
 
 
-def two_process_run(root: Path, name: str, *extra: str) -> Path:
+def two_process_run(root: Path, name: str, *extra: str, precision: str = "32-true") -> Path:
     out = root / name
     run(
         train_cmd(
-            *overrides(CLIP_MOST),
+            *overrides(CLIP_MOST, precision),
             *extra,
             "trainer.accelerator=cpu",
             "trainer.devices=2",
@@ -441,3 +471,80 @@ def test_fsdp_matches_reference_loop(root: Path, references) -> None:
     out = two_process_run(root, "fsdp", "trainer=fsdp")
     assert_losses_match(series(read_metrics(out), "train/loss"), ref, "2-process FSDP2")
     assert_weights_match(final_weights(out), ref, "2-process FSDP2")
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. bf16-mixed on CPU: autocast in one process, FSDP2's bf16 parameters over gloo
+# --------------------------------------------------------------------------------------------------
+# bf16 keeps 8 significant bits: each product it rounds is off by up to u = 2^-8 ≈ 3.9e-3 of itself.
+# A step's loss is the mean of 2 x 4 x 64 = 512 token losses whose rounding errors have no common
+# sign, so it moves by about u/sqrt(512) ≈ 1.7e-4 of itself; measured: at most 1.3e-4 over the 24
+# steps (step 13), the final weights 5e-3 apart (relative L2). A group's gradient norm at step 0
+# (same weights, same batch) carries the backward's rounding alone, ~u/4 measured (8.7e-4 at most
+# with autocast, 7.7e-4 with FSDP2's bf16 parameters). Later steps add the weights' drift: the runs
+# no longer hold the same weights (9e-3 at most by step 23 with autocast; 4e-2 with bf16 parameters,
+# which round every forward's weights, the embeddings and the residual stream too). The tolerances
+# leave 2-4x room over those (the later steps' bound only catches a wrong gradient scale, such as a
+# factor 2 from a reduction) and are still far inside what a wrong step does (a sign-flipped or
+# unscaled gradient moves the loss by whole percents within a few steps). Skipped autocast would be
+# fp32 exactly, which these tolerances cannot tell apart: the tight match with the autocast loop can.
+BF16_U = 2.0**-8
+BF16_LOSS_RTOL = BF16_U / 8  # 4.9e-4
+BF16_GRAD_RTOL_STEP0 = BF16_U / 2  # 2.0e-3
+BF16_GRAD_RTOL = 16 * BF16_U  # 6.3e-2
+AUTOCAST_RTOL = 1e-6  # Lightning's CPU autocast is torch.autocast: the same kernels (6e-8 measured)
+
+
+@pytest.mark.slow
+def test_bf16_mixed_is_cpu_autocast_and_tracks_fp32(runs, references) -> None:
+    real = runs(CLIP_MOST, "bf16-mixed")
+    same = zip(real.capture.batches, runs(CLIP_MOST).capture.batches, strict=True)
+    assert all(torch.equal(a, b) for a, b in same)  # the fp32 run's batches, which the loops read
+    autocast, fp32 = references(CLIP_MOST, bf16=True), references(CLIP_MOST)
+    assert sorted(real.losses) == list(range(STEPS))
+    for s in range(STEPS):
+        got = real.losses[s]
+        assert got == pytest.approx(autocast.losses[s], rel=AUTOCAST_RTOL), ("autocast", s)
+        assert got == pytest.approx(fp32.losses[s], rel=BF16_LOSS_RTOL), ("fp32", s)
+    # bf16 really ran: the autocast loop is not the fp32 loop (fp32 runs agree to LOSS_RTOL)
+    assert max(abs(a - b) / b for a, b in zip(autocast.losses, fp32.losses, strict=True)) > LOSS_RTOL
+    assert_weights_match(real.capture.final, autocast, "bf16-mixed against the autocast loop")
+
+
+def assert_group_norms_track(run_dir: Path, ref: Reference, label: str) -> dict[str, float]:
+    """Every grad_norm/<group> the reference has, on every step, within the bf16 tolerances;
+    returns the step-0 relative differences."""
+    metrics = read_metrics(run_dir)
+    step0 = {}
+    for group in ref.groups[0]:
+        got = series(metrics, f"grad_norm/{group}")
+        assert sorted(got) == list(range(STEPS)), (label, group)
+        for s in range(STEPS):
+            want = ref.groups[s][group]
+            tol = BF16_GRAD_RTOL_STEP0 if s == 0 else BF16_GRAD_RTOL
+            assert got[s] == pytest.approx(want, rel=tol), (label, group, s, got[s] / want - 1)
+        step0[group] = abs(got[0] / ref.groups[0][group] - 1)
+    return step0
+
+
+@pytest.mark.slow
+@pytest.mark.multiproc
+def test_fsdp_bf16_policy_grad_norms_track_fp32(root: Path, runs, references) -> None:
+    """FSDP2 over gloo with trainer.precision=bf16-mixed: bf16 parameters all-gathered, fp32
+    reduce-scatter (strategies.mixed_precision_policy). Its per-group gradient norms track the fp32
+    loop's (the loss too, at 4x the one-process bound: 7.5e-4 measured).
+
+    And the policy is on: under autocast alone the final norm runs in fp32 (autocast leaves norms
+    alone), so FSDP2 without the policy gives the one-process bf16-mixed run's grad_norm/final_norm
+    at step 0 to 4e-8 (measured, trainer.fsdp.mixed_precision=false), while bf16 gains move it by
+    1.7e-4. The other groups do not separate so cleanly: their bf16 weight gradients round per
+    micro-batch, and 2 windows per rank round differently from 4 (up to 1.1e-4 without the policy)."""
+    fp32 = references(CLIP_MOST)
+    out = two_process_run(root, "fsdp_bf16", "trainer=fsdp", precision="bf16-mixed")
+    assert_group_norms_track(out, fp32, "2-process FSDP2, bf16 policy")
+    loss = series(read_metrics(out), "train/loss")
+    for s in range(STEPS):
+        assert loss[s] == pytest.approx(fp32.losses[s], rel=4 * BF16_LOSS_RTOL), s
+    autocast_only = series(read_metrics(runs(CLIP_MOST, "bf16-mixed").run_dir), "grad_norm/final_norm")
+    policy = series(read_metrics(out), "grad_norm/final_norm")
+    assert abs(policy[0] / autocast_only[0] - 1) > 1e-5, (policy[0], autocast_only[0])

@@ -163,7 +163,7 @@ def mixed_precision_policy(precision: str, enabled: bool) -> Any:
     trainer.fsdp.mixed_precision, bf16 parameters (all-gathered as bf16, the forward and backward
     in bf16) and gradients reduce-scattered in fp32; otherwise the parameters' own dtype throughout.
     The same on a GPU and on CPU: gloo all-gathers bf16 (torch 2.13), so FSDP2 on CPU runs what
-    FSDP2 on NCCL runs (tests/training/test_precision.py)."""
+    FSDP2 on NCCL runs (tests/oracle/test_reference_loop.py, section 4)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
     if enabled and precision.startswith("bf16"):
