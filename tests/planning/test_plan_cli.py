@@ -69,3 +69,39 @@ def test_a_plan_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
         "1e+09",
     ):
         assert what in out, what
+
+
+@pytest.mark.slow  # three fake steps of the default preset: 15-50 s on the loaded 2-core machine
+@pytest.mark.parametrize(
+    ("mode", "activations", "peak"),
+    [
+        ("none", "186.4 MiB", "204.6 MiB"),
+        ("full", "44.1 MiB", "74.6 MiB"),
+        ("selective", "102.2 MiB", "120.4 MiB"),
+    ],
+)
+def test_documented_checkpointing_numbers(
+    capsys: pytest.CaptureFixture[str], mode: str, activations: str, peak: str
+) -> None:
+    """docs/performance.md, Planning: the default preset's figures, as the documented commands print them."""
+    argv = ["trainer.precision=32-true", f"model.activation_checkpointing={mode}", "plan.gpu=H200"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: " ".join(line.split()[1:]) for line in out.splitlines() if line.startswith("  ")}
+    assert rows["activations"] == activations
+    assert rows["peak"] == peak
+
+
+def test_table_rows_format() -> None:
+    """The sizing table's formatting, on hand-made rows: a fitting row, one that fits at no size."""
+    from gptlab.planning.table import Row, format_rows
+
+    fit = Row(
+        "m", "1×H200", "none", 124_000_000, 12, 60.0, 126.9, 0.5, 49152.0, 10e9 / 49152 / 86400, 0.35, "src A"
+    )
+    none = Row("big", "1×H200", "none", 6_700_000_000, None, 150.2, 126.9, None, None, None, None, "")
+    text = format_rows([fit, none])
+    lines = text.splitlines()
+    assert lines[2].split("|")[5].strip() == "12" and "0.350 [1]" in lines[2]
+    assert "none (1 needs more)" in lines[3] and "150.2 at 1" in lines[3]
+    assert "[1] src A" in text

@@ -7,6 +7,9 @@ from gptlab.planning.step import PARTS, Setup
 
 
 def gib(n: float) -> str:
+    """GiB, or MiB below one GiB (a CPU-sized model)."""
+    if abs(n) < GIB:
+        return f"{n / 2**20:.1f} MiB"
     return f"{n / GIB:.2f} GiB"
 
 
