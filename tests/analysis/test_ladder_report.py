@@ -44,7 +44,8 @@ def make_sweep(
     rng_seed: int = 0,
     missing: tuple[int, ...] = (),
 ) -> dict:
-    """A finished ladder sweep in `root` whose job losses follow `laws` (arm → E, A, α)."""
+    """A finished ladder sweep in `root` whose job losses follow `laws` (arm → (E, A, α), or a
+    function of N)."""
     lrs, ladder = lr_values(1.5e-3, 8.2e-3, 3), Ladder(widths=list(widths), tokens=204_800)
     grid = build_grid("model/ffn", list(laws), "gelu", lrs, seed_values(seeds), {}, [], ladder=ladder,
                       tokens_per_step=1024)  # fmt: skip
@@ -57,7 +58,9 @@ def make_sweep(
         v = dict(o.split("=", 1) for o in job)
         d, arm, lr = int(v["model.n_embd"]), v["model/ffn"], float(v["optim.lr"])
         middle = float(grid.rung_lrs[v["model.n_embd"]][1])
-        loss = _law(n_of(d), *laws[arm]) + shared[v["seed"]] + rng.normal(0, 0.002)
+        law = laws[arm]
+        clean = law(n_of(d)) if callable(law) else _law(n_of(d), *law)
+        loss = clean + shared[v["seed"]] + rng.normal(0, 0.002)
         loss += 0.05 * math.log(lr / middle) ** 2  # the rung's middle LR is its best
         path = root / str(k)
         (path / ".hydra").mkdir(parents=True)
@@ -111,6 +114,7 @@ def test_a_gap_that_closes_with_size_narrows_and_the_fit_recovers_alpha(tmp_path
     assert g[1] <= truth <= g[2]
 
 
+@pytest.mark.slow  # ~7 s: the figure (matplotlib)
 def test_a_gap_that_changes_sign_beyond_the_ladder_flips_with_its_crossover(tmp_path: Path) -> None:
     n_max = n_of(96)
     a_base = 1.0 * n_of(24) ** 0.5
@@ -134,6 +138,36 @@ def test_a_gap_that_changes_sign_beyond_the_ladder_flips_with_its_crossover(tmp_
         analyse(arrange(read_sweep(tmp_path), record), record), "ladder", tmp_path / "figures"
     )
     assert path is not None and path.stat().st_size > 10_000
+
+
+def test_losses_falling_with_ln_n_unslowed_get_the_log_linear_limit_and_its_extrapolation(
+    tmp_path: Path,
+) -> None:
+    """No E can be fitted when the loss falls with ln N without slowing (here it even speeds up a
+    little, as ladder_ffn's did: a power law can only slow down, so α runs to 0): the report says so,
+    fits the limit L = c − b·ln N, and extrapolates the gap with it."""
+
+    def bend(n: float) -> float:  # the same for both arms: it cancels in the gap
+        return -0.002 * (math.log(n) - 11) ** 2
+
+    laws = {"gelu": lambda n: 2.7 - 0.04 * math.log(n) + bend(n),
+            "swiglu": lambda n: 2.84 - 0.06 * math.log(n) + bend(n)}  # fmt: skip
+    make_sweep(tmp_path, laws, rng_seed=2)
+    report = write_report(tmp_path, figures=False)
+    fits = {(r["arm"], r["against"]): r for r in _rows(report, "### Fitted curves")}
+    for arm, b in (("`gelu`", 0.04), ("`swiglu`", 0.06)):
+        row = fits[(arm, "N")]
+        assert row["fit"].startswith("α → 0") and row["E [95% CI]"] == "—"
+        slope = _num(row["b in L = c − b·ln N [95% CI]"])
+        assert slope[1] < slope[0] < slope[2] and slope[0] == pytest.approx(b, abs=0.01)
+    (ext,) = _rows(report, "### The gap extrapolated")
+    n_max = n_of(96)
+    gap = lambda n: laws["swiglu"](n) - laws["gelu"](n)  # noqa: E731
+    g = _num(ext["gap at 10× N"].split(" at N=")[0])
+    assert g[1] <= gap(10 * n_max) <= g[2]
+    assert ext["verdict"].startswith("widens (on the log-linear limit for swiglu, gelu"), ext
+    # the lines cross where 0.14 = 0.02·ln N, N = e^7 ≈ 1,097: below the smallest rung, out of range
+    assert ext["crossover N"] == "none in range"
 
 
 def test_a_missing_job_makes_the_verdict_incomplete(tmp_path: Path) -> None:

@@ -92,12 +92,7 @@ def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
         return found or None  # a field (model.depth_scaled_init) is checked by the schema instead
 
     ladder = _ladder(spec.get("ladder"))
-    if ladder is not None and len(ladder.widths) < 3:
-        log.warning(
-            "a ladder of %d sizes: the report compares each rung but fits no curve (it needs 3)",
-            len(ladder.widths),
-        )
-    return build_grid(
+    grid = build_grid(
         arm=spec["arm"],
         arms=spec["arms"],
         baseline=spec["baseline"],
@@ -109,6 +104,12 @@ def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
         ladder=ladder,
         tokens_per_step=_tokens_per_step(sweeper.config) if ladder is not None else 1,
     )
+    if grid.ladder_key and len(grid.cells[grid.ladder_key]) < 3:
+        log.warning(
+            "a ladder of %d sizes: the report compares each rung but fits no curve (it needs 3)",
+            len(grid.cells[grid.ladder_key]),
+        )
+    return grid
 
 
 def _ladder(conf: Any) -> Ladder | None:
@@ -121,8 +122,8 @@ def _ladder(conf: Any) -> Ladder | None:
 
 
 def _tokens_per_step(config: DictConfig) -> int:
-    """Tokens one optimizer step trains on: batch × block × gradient accumulation (× devices is
-    not counted: a ladder's budget is per device count the preset fixes, CPU: one)."""
+    """Tokens one optimizer step trains on, per device: batch × block × gradient accumulation
+    (several devices multiply it; the ladder's budget is then per device, as on CPU)."""
     return (
         int(config.data.batch_size)
         * int(config.model.block_size)

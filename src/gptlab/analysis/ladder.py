@@ -72,6 +72,8 @@ class ArmFit:
     A: powerlaw.Estimate | None
     alpha: powerlaw.Estimate | None
     status: str  # "converged", or why there is no number
+    slope: powerlaw.Estimate | None = None  # b of the log-linear limit L = c − b·ln N, when fitted
+    curve: Any = None  # the point estimate's curve, n (array) → loss (for the figure)
 
 
 @dataclass
@@ -213,7 +215,8 @@ def analyse(cells: list[Cell], record: dict[str, Any]) -> LadderResult:
         return result
     try:
         for arm in arms:
-            check_sizes(rungs, {r: table[(r, arm)].n for r in rungs if table[(r, arm)].n is not None}, arm)  # type: ignore[misc]
+            known = {r: table[(r, arm)].n for r in rungs if table[(r, arm)].n is not None}
+            check_sizes(rungs, known, arm)  # type: ignore[arg-type]
     except LadderError as err:
         result.refused = result.note = str(err)
         return result
@@ -232,22 +235,24 @@ def analyse(cells: list[Cell], record: dict[str, Any]) -> LadderResult:
         "C": np.array([[table[(r, a)].flops or math.nan for r in used] for a in arms], dtype=float),
     }
     n_seeds = len(seeds)
-    fits_n = None
     for against, size in sizes.items():
         if not np.isfinite(size).all():
             result.fits += [ArmFit(a, against, None, None, None, "no token count") for a in arms]
             continue
         point = _fit(size, point_best[idx][None])  # batch (1, K)
         boot = _fit(size, boot_best[:, idx])  # batch (B, K)
+        models = {}
+        for k, arm in enumerate(arms):
+            fit, model = _arm_fit(
+                arm, against, point, boot, k, n_seeds, size, point_best[idx], boot_best[:, idx]
+            )
+            result.fits.append(fit)
+            models[arm] = model
         if against == "N":
-            fits_n = (point, boot, size)
-        for k, arm in enumerate(arms):
-            result.fits.append(_arm_fit(arm, against, point, boot, k, n_seeds))
-    if fits_n is not None:
-        point, boot, size = fits_n
-        for k, arm in enumerate(arms):
-            if arm != baseline:
-                result.extrapolations.append(_extrapolate(arm, baseline, k, kb, point, boot, size, n_seeds))
+            for arm in arms:
+                if arm != baseline:
+                    ext = _extrapolate(arm, baseline, models[arm], models[baseline], size[kb], n_seeds)
+                    result.extrapolations.append(ext)
     return result
 
 
@@ -268,40 +273,84 @@ def _fit(size: np.ndarray, points: np.ndarray) -> powerlaw.Fit:
     return powerlaw.fit_power_law(n, y)
 
 
+@dataclass
+class Model:
+    """One arm's fitted curve, point estimate and resamples: `point(n)` → (1,), `boot(n)` → (B,)
+    (n broadcast in front: a (G, 1) grid gives (G, 1) and (G, B)); `valid`: (B,) resamples whose
+    fit is usable; `kind`: "power law" or "log-linear limit"; None when the arm has no usable fit."""
+
+    point: Any
+    boot: Any
+    valid: np.ndarray
+    kind: str
+
+
 def _valid(fit: powerlaw.Fit) -> np.ndarray:
     return fit.converged & (fit.A > 0)
 
 
-def _arm_fit(arm: str, against: str, point: powerlaw.Fit, boot: powerlaw.Fit, k: int, n: int) -> ArmFit:
+def _arm_fit(
+    arm: str, against: str, point: powerlaw.Fit, boot: powerlaw.Fit, k: int, n: int,
+    size: np.ndarray, point_y: np.ndarray, boot_y: np.ndarray,
+) -> tuple[ArmFit, Model | None]:  # fmt: skip
+    """The arm's row of the fit table, and its curve for the extrapolation. A power law whose α runs
+    to the lower bound (the losses fall with ln N without slowing down: no E can be fitted) is
+    replaced by its α → 0 limit L = c − b·ln N, fitted to the same points and labelled as such;
+    on the upper bound (a step) or with A <= 0 there is no curve."""
+    if not point.converged[0, k] and point.alpha[0, k] < 2 * powerlaw.ALPHA_MIN:
+        limit_p = _fit_limit(size, point_y[None])
+        limit_b = _fit_limit(size, boot_y)
+        ok = limit_b.b[:, k] > 0
+        slope = powerlaw.estimate(float(limit_p.b[0, k]), np.where(ok, limit_b.b[:, k], np.nan), n)
+        why = "α → 0 (no slowing over the rungs, no E): its limit L = c − b·ln N fitted"
+        row = ArmFit(arm, against, None, None, None, why, slope=slope)
+        if not limit_p.b[0, k] > 0:
+            return row, None
+
+        def at(fit: powerlaw.LogLinearFit):  # noqa: ANN202
+            return lambda x: fit.predict(np.asarray(x)[..., None])[..., k]
+
+        row.curve = at(limit_p)
+        return row, Model(at(limit_p), at(limit_b), ok, "log-linear limit")
     if not point.converged[0, k]:
         return ArmFit(
             arm, against, None, None, None, f"not converged (α at its search bound {point.alpha[0, k]:.3g})"
-        )
+        ), None
     if not point.A[0, k] > 0:
-        return ArmFit(arm, against, None, None, None, "A <= 0: the loss does not fall with size")
+        return ArmFit(arm, against, None, None, None, "A <= 0: the loss does not fall with size"), None
     ok = _valid(boot)[:, k]
 
     def est(values: np.ndarray, p: float, log: bool = False) -> powerlaw.Estimate:
         return powerlaw.estimate(p, np.where(ok, values[:, k], np.nan), n, log=log)
 
     status = "converged" if ok.mean() == 1 else f"converged ({ok.mean():.0%} of resamples)"
-    return ArmFit(
+    row = ArmFit(
         arm, against, est(boot.E, float(point.E[0, k])), est(boot.A, float(point.A[0, k]), log=True),
         est(boot.alpha, float(point.alpha[0, k])), status,
     )  # fmt: skip
 
+    def curve(fit: powerlaw.Fit):  # noqa: ANN202
+        return lambda x: fit.predict(np.asarray(x)[..., None])[..., k]
 
-def _crossover(fit: powerlaw.Fit, k: int, kb: int, lo: float, hi: float) -> np.ndarray:
-    """The smallest N in [lo, hi] where the fitted curves of arms k and kb cross (NaN: none)."""
+    row.curve = curve(point)
+    return row, Model(curve(point), curve(boot), ok, "power law")
+
+
+def _fit_limit(size: np.ndarray, points: np.ndarray) -> powerlaw.LogLinearFit:
+    b, r, k, s = points.shape
+    y = np.moveaxis(points, 2, 1).reshape(b, k, r * s)
+    return powerlaw.fit_log_linear(np.repeat(size, s, axis=1), y)
+
+
+def _crossover(curve: Any, other: Any, lo: float, hi: float) -> np.ndarray:
+    """The smallest N in [lo, hi] where two fitted curves cross, per resample (NaN: none)."""
     grid = np.exp(np.linspace(math.log(lo), math.log(hi), 2001))
-    g = fit.predict(grid[:, None, None])  # (G, B, K)
-    diff = g[..., k] - g[..., kb]  # (G, B)
+    diff = curve(grid[:, None]) - other(grid[:, None])  # (G, B)
     sign = np.sign(diff)
     change = sign[1:] != sign[:-1]
     out = np.full(diff.shape[1], np.nan)
-    has = change.any(0)
     first = np.argmax(change, axis=0)
-    for b in np.nonzero(has)[0]:  # interpolate the crossing in log N
+    for b in np.nonzero(change.any(0))[0]:  # interpolate the crossing in log N
         i = first[b]
         d0, d1 = diff[i, b], diff[i + 1, b]
         t = d0 / (d0 - d1) if d0 != d1 else 0.0
@@ -310,40 +359,37 @@ def _crossover(fit: powerlaw.Fit, k: int, kb: int, lo: float, hi: float) -> np.n
 
 
 def _extrapolate(
-    arm: str,
-    baseline: str,
-    k: int,
-    kb: int,
-    point: powerlaw.Fit,
-    boot: powerlaw.Fit,
-    size: np.ndarray,
-    n: int,
+    arm: str, baseline: str, model: Model | None, base: Model | None, base_sizes: np.ndarray, n: int
 ) -> Extrapolation:
-    n_max = float(size[kb].max())
+    n_max = float(base_sizes.max())
     n_ext = EXTRAPOLATE * n_max
-    if not (_valid(point)[0, k] and _valid(point)[0, kb]):
+    if model is None or base is None:
         return Extrapolation(arm, baseline, n_max, n_ext, None, None, None, None,
                              "inconclusive: a fit did not converge")  # fmt: skip
-    ok = _valid(boot)[:, k] & _valid(boot)[:, kb]
+    ok = model.valid & base.valid
 
-    def gap(fit: powerlaw.Fit, at: float) -> np.ndarray:
-        pred = fit.predict(np.array(at))
-        return pred[..., k] - pred[..., kb]
+    def gap(which: str, at: float) -> np.ndarray:
+        return getattr(model, which)(np.array(at)) - getattr(base, which)(np.array(at))
 
-    last_p, ext_p = float(gap(point, n_max)[0]), float(gap(point, n_ext)[0])
+    last_p, ext_p = float(gap("point", n_max)[0]), float(gap("point", n_ext)[0])
     s = 1.0 if last_p >= 0 else -1.0
-    last_b, ext_b = np.where(ok, gap(boot, n_max), np.nan), np.where(ok, gap(boot, n_ext), np.nan)
+    last_b, ext_b = np.where(ok, gap("boot", n_max), np.nan), np.where(ok, gap("boot", n_ext), np.nan)
     gap_last = powerlaw.estimate(last_p, last_b, n)
     gap_ext = powerlaw.estimate(ext_p, ext_b, n)
     change = powerlaw.estimate(s * (ext_p - last_p), s * (ext_b - last_b), n)
-    lo, hi = float(size[kb].min()) * CROSS_RANGE[0], n_max * CROSS_RANGE[1]
-    cross_p = float(_crossover(point, k, kb, lo, hi)[0])
-    cross_b = np.where(ok, _crossover(boot, k, kb, lo, hi), np.nan)
+    lo, hi = float(base_sizes.min()) * CROSS_RANGE[0], n_max * CROSS_RANGE[1]
+    cross_p = float(_crossover(model.point, base.point, lo, hi)[0])
+    cross_b = np.where(ok, _crossover(model.boot, base.boot, lo, hi), np.nan)
     crossover = None
     if math.isfinite(cross_p) or np.isfinite(cross_b).any():
         crossover = powerlaw.estimate(cross_p, cross_b, n, log=True)
-    return Extrapolation(arm, baseline, n_max, n_ext, gap_last, gap_ext, change, crossover,
-                         ladder_verdict(gap_last, gap_ext, change))  # fmt: skip
+    verdict = ladder_verdict(gap_last, gap_ext, change)
+    limits = [name for name, m in ((arm, model), (baseline, base)) if m.kind == "log-linear limit"]
+    if limits:
+        verdict += (
+            f" (on the log-linear limit for {', '.join(limits)}: no E, the loss falls with ln N unbounded)"
+        )
+    return Extrapolation(arm, baseline, n_max, n_ext, gap_last, gap_ext, change, crossover, verdict)
 
 
 def ladder_verdict(gap_last: powerlaw.Estimate, gap_ext: powerlaw.Estimate, change: powerlaw.Estimate) -> str:

@@ -71,10 +71,10 @@ def rung_table(res: LadderResult) -> str:
 
 
 def fit_table(res: LadderResult) -> str:
-    head = ["arm", "against", "E [95% CI]", "A [95% CI]", "α [95% CI]", "fit"]
+    head = ["arm", "against", "E [95% CI]", "A [95% CI]", "α [95% CI]", "b in L = c − b·ln N [95% CI]", "fit"]
     rows = [
         [f"`{f.arm}`", f.against, fmt_estimate(f.E), fmt_estimate(f.A, sci=True), fmt_estimate(f.alpha, 3),
-         f.status]
+         fmt_estimate(f.slope), f.status]
         for f in res.fits
     ]  # fmt: skip
     return table(head, rows)
@@ -123,15 +123,17 @@ def ladder_figure(res: LadderResult, experiment: str, out: Path) -> Path | None:
         if xs:
             ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", color=color, capsize=3, label=f"{arm} (mean, 95% CI)")
         f = fits.get(arm)
-        if f is not None and f.E is not None and f.A is not None and f.alpha is not None and xs:
+        if f is not None and f.curve is not None and xs:
             n_max = max(xs)
             inside = np.geomspace(min(xs), n_max, 100)
             beyond = np.geomspace(n_max, EXTRAPOLATE * n_max, 50)
-            e_, a_, al_ = f.E.value, f.A.value, f.alpha.value
-            ax.plot(inside, e_ + a_ * inside ** (-al_), "-", color=color,
-                    label=f"{arm}: {e_:.3f} + {a_:.3g}·N^(−{al_:.3f})")  # fmt: skip
-            ax.plot(beyond, e_ + a_ * beyond ** (-al_), "--", color=color)
-    if any(fits.get(a) and fits[a].E is not None for a in res.arms):
+            if f.E is not None and f.A is not None and f.alpha is not None:
+                name = f"{arm}: {f.E.value:.3f} + {f.A.value:.3g}·N^(−{f.alpha.value:.3f})"
+            else:
+                name = f"{arm}: α → 0 limit, −{f.slope.value:.4f}·ln N" if f.slope else arm
+            ax.plot(inside, f.curve(inside), "-", color=color, label=name)
+            ax.plot(beyond, f.curve(beyond), "--", color=color)
+    if any(fits.get(a) and fits[a].curve is not None for a in res.arms):
         n_top = max(e.n for e in res.table.values() if e.n is not None)
         ax.axvline(EXTRAPOLATE * n_top, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")

@@ -118,6 +118,30 @@ def fit_power_law(n: Sequence[float] | np.ndarray, y: np.ndarray, w: np.ndarray 
     return Fit(E=e, A=a_ref * n_ref**alpha, alpha=alpha, sse=sse, n_ref=n_ref, converged=converged)
 
 
+@dataclass(frozen=True)
+class LogLinearFit:
+    """L = c − b·ln(N / n_ref): the α → 0 limit of E + A·N^(−α) (E + A − Aα·ln N to first order),
+    for losses that fall with ln N without slowing down over the sizes at hand."""
+
+    c: np.ndarray
+    b: np.ndarray
+    n_ref: float
+
+    def predict(self, n: float | np.ndarray) -> np.ndarray:
+        return self.c - self.b * np.log(np.asarray(n, dtype=float) / self.n_ref)
+
+
+def fit_log_linear(n: Sequence[float] | np.ndarray, y: np.ndarray) -> LogLinearFit:
+    """Least squares of y = c − b·ln(n / n_ref) along the last axis (any batch shape)."""
+    y = np.asarray(y, dtype=float)
+    n_arr = np.broadcast_to(np.asarray(n, dtype=float), y.shape)
+    n_ref = float(np.exp(np.log(n_arr).mean()))
+    x = np.log(n_arr / n_ref)
+    xm, ym = x.mean(-1, keepdims=True), y.mean(-1, keepdims=True)
+    slope = ((x - xm) * (y - ym)).sum(-1) / ((x - xm) ** 2).sum(-1)
+    return LogLinearFit(c=(ym[..., 0] - slope * xm[..., 0]), b=-slope, n_ref=n_ref)
+
+
 def seed_resamples(n_seeds: int, rng_seed: int = 0) -> np.ndarray:
     """(B, n) seed indices: every ordered resample when n^n <= EXACT_MAX, else RESAMPLES random ones."""
     if n_seeds < 1:
