@@ -245,6 +245,22 @@ MUTANTS: list[Mutant] = [
     Mutant("plan_alternative_guessed", "planning/plan.py",
            "again = plan(s.replace(model=cfg), gpu, mfu, headroom)", "again = p",
            "the checkpointing alternative is not planned again: it reports the original peak"),
+    # --- issue 22: activation checkpointing (model/), bf16 on CPU and FSDP2's bf16 policy on gloo ---
+    Mutant("ac_flag_ignored", "model/gpt.py", "if self.cfg.checkpoints(i) and torch.is_grad_enabled():",
+           "if False:", "model.activation_checkpointing is accepted but nothing is checkpointed"),
+    Mutant("ac_selective_every_block", "model/config.py",
+           "return i % self.activation_checkpointing_every == 0", "return True",
+           "selective checkpoints every block (full's memory and recompute)"),
+    Mutant("ac_rng_not_replayed", "model/gpt.py", "checkpoint(block, x, rope, use_reentrant=False)",
+           "checkpoint(block, x, rope, use_reentrant=False, preserve_rng_state=False)",
+           "recomputation draws new dropout masks: backward differentiates another network"),
+    Mutant("bf16_cpu_runs_fp32", "training/app.py", "        return cfg.trainer.precision\n",
+           '        return cfg.trainer.precision if accelerator == "gpu" else "32-true"\n',
+           "trainer.precision=bf16-mixed on CPU silently trains in fp32 (autocast skipped)"),
+    Mutant("fsdp_bf16_policy_gpu_only", "training/strategies.py",
+           'if enabled and precision.startswith("bf16"):',
+           'if enabled and precision.startswith("bf16") and torch.cuda.is_available():',
+           "the mixed-precision policy dropped on CPU: FSDP2 over gloo keeps fp32 parameters"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
