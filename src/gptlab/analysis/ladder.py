@@ -21,6 +21,12 @@ g at the largest rung; the change is D = s·(g(10·N_max) − g(N_max)), with it
 - *holds* when D's interval holds 0 and lies within ±HOLD_FRACTION·|g(N_max)|.
 When a planned job has no result, the verdict is prefixed "incomplete" (the rule of the plain
 report: a best LR may have come from a partial curve).
+
+A power law can only slow down in ln N. When an arm's losses do not (α runs to the search's lower
+bound: no E can be fitted), the arm gets the law's α → 0 limit L = c − b·ln N instead, fitted to
+the same points with the same bootstrap, labelled in the fit table and in the verdict: it
+extrapolates a loss that falls without bound, so it says what the ladder's own trend implies at
+10× N, not where the curve must end.
 """
 
 from __future__ import annotations

@@ -138,6 +138,10 @@ def ladder_figure(res: LadderResult, experiment: str, out: Path) -> Path | None:
         ax.axvline(EXTRAPOLATE * n_top, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    from matplotlib.ticker import FormatStrFormatter
+
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%.2f"))  # plain numbers, not 2.1×10^0
+    ax.yaxis.set_minor_formatter(FormatStrFormatter("%.2f"))
     ax.set_xlabel("non-embedding parameters N (log)")
     ax.set_ylabel("final val loss at the best LR (log)")
     ax.set_title(f"{experiment}: loss against size (dashed: extrapolated to {EXTRAPOLATE:g}× N)")
