@@ -239,6 +239,8 @@ COMMANDS: dict[str, str] = {
     "--procs 1,2 --rounds 2": "test_bench_packing",
     "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 128,32 --tokenizers bpe "
     "--procs 1,2 --rounds 2": "test_bench_packing",
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_bpe_train.py --sample-mib 200 --vocab-size 4096 "
+    "--rounds 1 --budget-mib 12,50,all --corpus python-sources": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_budgets_on_python_sources",
     "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_bpe_train.py --sample-mib 100 --vocab-size 4096 "
     "--rounds 2": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_script_times_both_trainers",
 }

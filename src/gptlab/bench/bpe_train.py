@@ -6,17 +6,24 @@ Each measurement is a fresh interpreter (`python -m gptlab.bench.bpe_train --chi
 CPU seconds (both trainers run threads), peak RSS (VmHWM), and the trained BPE's bytes per token on
 the 4 MB of the corpus after the sample, encoded by tiktoken with GPT-2's split pattern for both.
 Rounds interleave the trainers so load on a shared machine spreads over both.
+
+`--budget-mib 12,50` trains each trainer once per budget on `data.bpe_train_bytes`' sample
+(gptlab.data.tokenizers.training_sample) of the same N MiB, to see how much of a corpus BPE training
+needs. `--corpus python-sources` trains on real text: the `.py` files of this interpreter's library
+and site-packages, in a fixed shuffled order (the generated corpus repeats itself after 32 MiB).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +31,38 @@ from gptlab.bench.child import run_child
 from gptlab.bench.packing import SEP, generate_corpus
 
 TRAINERS = ("tokenizers", "rustbpe")
+CORPORA = ("generated", "python-sources")
 _HELD_OUT = 4 << 20
+
+
+def python_sources_corpus(path: Path, n_bytes: int) -> Path:
+    """`n_bytes` of this interpreter's `.py` files (stdlib and site-packages), files in the order of
+    a hash of their path (a fixed shuffle: no one package fills the sample), joined by SEP."""
+    if path.is_file() and path.stat().st_size >= n_bytes:
+        return path
+    import sysconfig
+
+    roots = {Path(sysconfig.get_path(k)) for k in ("stdlib", "purelib", "platlib")}
+    files = sorted(
+        {f for r in roots if r.is_dir() for f in r.rglob("*.py") if f.is_file()},
+        key=lambda f: hashlib.sha256(str(f).encode()).digest(),
+    )
+    written = 0
+    with open(path.with_suffix(".tmp"), "wb") as fh:
+        for f in files:
+            text = f.read_bytes()
+            if not text.strip():
+                continue
+            fh.write(text + f"\n{SEP}\n".encode())
+            written += len(text) + len(SEP) + 2
+            if written >= n_bytes:
+                break
+    if written < n_bytes:
+        raise SystemExit(
+            f"--corpus python-sources: only {written >> 20} MiB of .py files here, asked {n_bytes >> 20}"
+        )
+    path.with_suffix(".tmp").rename(path)
+    return path
 
 
 def _texts(corpus: Path, start: int, n_bytes: int) -> list[str]:
@@ -33,24 +71,47 @@ def _texts(corpus: Path, start: int, n_bytes: int) -> list[str]:
         return fh.read(n_bytes).decode("utf-8", errors="ignore").split(SEP)
 
 
+def _streamed_texts(corpus: Path, n_bytes: int, chunk: int = 4 << 20) -> Iterator[str]:
+    """The documents of the corpus's first n_bytes, read 4 MiB at a time: the trainer's peak RSS
+    is then its own table of pieces, not the bench's copy of the text."""
+    sep, tail, left = SEP.encode(), b"", n_bytes
+    with open(corpus, "rb") as fh:
+        while left > 0:
+            block = fh.read(min(chunk, left))
+            if not block:
+                break
+            left -= len(block)
+            *docs, tail = (tail + block).split(sep)
+            yield from (d.decode("utf-8", errors="ignore") for d in docs)
+    if tail:
+        yield tail.decode("utf-8", errors="ignore")
+
+
 def _child(spec: dict[str, Any]) -> dict[str, Any]:
     """Train once in this process; time, peak memory and compression of the result."""
     import tiktoken
 
     from gptlab.data.tiktoken_bpe import GPT2_PATTERN, to_tiktoken
+    from gptlab.data.tokenizers import training_sample
 
     corpus, sample, vocab = Path(spec["corpus"]), spec["sample_bytes"], spec["vocab_size"]
-    texts = _texts(corpus, 0, sample)
+    counted = [0]
+
+    def texts() -> Iterator[str]:
+        for t in training_sample(_streamed_texts(corpus, sample), spec.get("budget_bytes"), sample):
+            counted[0] += len(t.encode())
+            yield t
+
     t0, c0 = time.perf_counter(), time.process_time()
     if spec["trainer"] == "tokenizers":
         from gptlab.data.tokenizers import BPETokenizer
 
-        enc = to_tiktoken(BPETokenizer.train(texts, vocab).tok)
+        enc = to_tiktoken(BPETokenizer.train(texts(), vocab).tok)
     else:
         import rustbpe
 
         tok = rustbpe.Tokenizer()
-        tok.train_from_iterator(iter(texts), vocab - 1, pattern=GPT2_PATTERN)
+        tok.train_from_iterator(texts(), vocab - 1, pattern=GPT2_PATTERN)
         ranks = dict(tok.get_mergeable_ranks())
         enc = tiktoken.Encoding("rustbpe", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -62,32 +123,52 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         "cpu_seconds": cpu,
         "rss_mib": int(hwm.split()[1]) / 1024,
         "n_ids": enc.n_vocab,
+        "trained_mib": counted[0] / (1 << 20),
         "bytes_per_token": sum(len(t.encode()) for t in held_out) / max(1, n_tokens),
     }
 
 
-def measure(trainer: str, corpus: Path, sample_bytes: int, vocab_size: int) -> dict[str, Any]:
+def measure(
+    trainer: str, corpus: Path, sample_bytes: int, vocab_size: int, budget_bytes: int | None = None
+) -> dict[str, Any]:
     """One training in a fresh interpreter."""
-    spec = {"trainer": trainer, "corpus": str(corpus), "sample_bytes": sample_bytes, "vocab_size": vocab_size}
+    spec = {
+        "trainer": trainer,
+        "corpus": str(corpus),
+        "sample_bytes": sample_bytes,
+        "vocab_size": vocab_size,
+        "budget_bytes": budget_bytes,
+    }
     return run_child("gptlab.bench.bpe_train", spec, f"{trainer} training")
 
 
 def run(
-    sample_mib: int, vocab_size: int, rounds: int, work: Path, trainers: tuple[str, ...] = TRAINERS
+    sample_mib: int,
+    vocab_size: int,
+    rounds: int,
+    work: Path,
+    trainers: tuple[str, ...] = TRAINERS,
+    budgets_mib: tuple[int | None, ...] = (None,),
+    corpus_kind: str = "generated",
 ) -> list[dict[str, Any]]:
-    """Every trainer `rounds` times, interleaved; median and spread of each."""
+    """Every trainer at every budget `rounds` times, interleaved; median and spread of each."""
     work.mkdir(parents=True, exist_ok=True)
     sample = sample_mib << 20
-    corpus = generate_corpus(work / f"corpus_{sample_mib + 4}MiB.txt", sample + _HELD_OUT)
-    samples: dict[str, list[dict[str, Any]]] = {t: [] for t in trainers}
+    if corpus_kind == "python-sources":
+        corpus = python_sources_corpus(work / f"python_sources_{sample_mib + 4}MiB.txt", sample + _HELD_OUT)
+    else:
+        corpus = generate_corpus(work / f"corpus_{sample_mib + 4}MiB.txt", sample + _HELD_OUT)
+    cells = [(t, b) for b in budgets_mib for t in trainers]
+    samples: dict[tuple[str, int | None], list[dict[str, Any]]] = {c: [] for c in cells}
     for r in range(rounds):
-        for t in trainers:
+        for t, b in cells:
             load = os.getloadavg()[0]
-            res = measure(t, corpus, sample, vocab_size)
+            res = measure(t, corpus, sample, vocab_size, None if b is None else b << 20)
             res["load"] = load
-            samples[t].append(res)
+            samples[(t, b)].append(res)
             print(
-                f"round {r + 1}: {t} {sample_mib} MiB -> {res['n_ids']} ids: {res['seconds']:.1f} s "
+                f"round {r + 1}: {t} {res['trained_mib']:.0f} of {sample_mib} MiB -> {res['n_ids']} ids: "
+                f"{res['seconds']:.1f} s "
                 f"({res['cpu_seconds']:.1f} CPU-s), RSS {res['rss_mib']:.0f} MiB, "
                 f"{res['bytes_per_token']:.3f} bytes/token, load average {load:.2f}",
                 flush=True,
@@ -95,7 +176,10 @@ def run(
     return [
         {
             "trainer": t,
+            "corpus": corpus_kind,
             "sample_mib": sample_mib,
+            "budget_mib": b,
+            "trained_mib": runs[0]["trained_mib"],
             "n_ids": runs[0]["n_ids"],
             "seconds_median": statistics.median(s["seconds"] for s in runs),
             "seconds_min": min(s["seconds"] for s in runs),
@@ -107,7 +191,7 @@ def run(
             "load_max": max(s["load"] for s in runs),
             "rounds": len(runs),
         }
-        for t, runs in samples.items()
+        for (t, b), runs in samples.items()
     ]
 
 
@@ -119,9 +203,12 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        mb_s = r["sample_mib"] * 1.048576 / r["seconds_median"]
+        mb_s = r["trained_mib"] * 1.048576 / r["seconds_median"]
+        sample = f"{r['sample_mib']} MiB"
+        if r.get("budget_mib") is not None and r["trained_mib"] < r["sample_mib"] - 0.5:
+            sample = f"{r['trained_mib']:.0f} MiB spread over {r['sample_mib']} MiB"
         lines.append(
-            f"| {r['trainer']} | {r['sample_mib']} MiB | {r['n_ids']} | {r['seconds_median']:.1f} "
+            f"| {r['trainer']} | {sample} | {r['n_ids']} | {r['seconds_median']:.1f} "
             f"({r['seconds_min']:.1f}–{r['seconds_max']:.1f}) | {r['cpu_seconds_median']:.1f} | {mb_s:.1f} "
             f"| {r['rss_mib_max']:.0f} MiB | {r['bytes_per_token']:.3f} "
             f"| {r['load_min']:.1f}–{r['load_max']:.1f} |"
@@ -136,6 +223,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--vocab-size", type=int, default=4096)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--trainers", default=",".join(TRAINERS))
+    p.add_argument(
+        "--budget-mib",
+        default="",
+        help="comma-separated data.bpe_train_bytes budgets (MiB) to train at; 'all' = the whole sample",
+    )
+    p.add_argument("--corpus", choices=CORPORA, default="generated")
     p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "gptlab-bench-bpe-train"))
     p.add_argument("--json", default=None, help="also write the rows as JSON here")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -148,8 +241,17 @@ def main(argv: list[str]) -> int:
     if args.child:
         print(json.dumps(_child(json.loads(args.child))))
         return 0
+    budgets = tuple(
+        None if b.strip() == "all" else int(b) for b in args.budget_mib.split(",") if b.strip()
+    ) or (None,)
     rows = run(
-        args.sample_mib, args.vocab_size, args.rounds, Path(args.work), tuple(args.trainers.split(","))
+        args.sample_mib,
+        args.vocab_size,
+        args.rounds,
+        Path(args.work),
+        tuple(args.trainers.split(",")),
+        budgets,
+        args.corpus,
     )
     print(format_table(rows))
     if args.json:

@@ -40,6 +40,10 @@ class DataConfig:
     # bpe: the trainer. rustbpe (nanochat's; pip install rustbpe) trained 5x faster at the same
     # compression (docs/performance.md, "BPE training"); its ids differ, so it keys its own cache
     bpe_trainer: str = "tokenizers"  # tokenizers | rustbpe
+    # bpe: train on at most this many bytes of the train documents, spread evenly over the split
+    # (its first bytes when a streamed hub set's size is unknown); null: every train document.
+    # Compression on held-out text stops improving long before (docs/performance.md, "BPE training")
+    bpe_train_bytes: int | None = 1 << 30
     # bpe/pretrained: encode through tiktoken when its ids are checked identical to tokenizers' on a
     # sample of the corpus (auto; tiktoken: an error if not), or always through tokenizers. The ids,
     # and so the packed cache, are the same either way

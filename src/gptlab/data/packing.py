@@ -30,7 +30,14 @@ import pyarrow.compute as pc
 
 from gptlab.data import integrity
 from gptlab.data.config import DataConfig
-from gptlab.data.sources import load_documents, resolve_files, resolve_path, source_fingerprint, stable_hash
+from gptlab.data.sources import (
+    load_documents,
+    resolve_files,
+    resolve_path,
+    source_fingerprint,
+    source_size_bound,
+    stable_hash,
+)
 from gptlab.data.streaming import pieces, streamed
 from gptlab.data.tokenizers import Tokenizer, build_tokenizer, load_tokenizer, tokenizer_identity
 from gptlab.data.writer import split_last_tokens, write_stream
@@ -234,6 +241,18 @@ def _texts(docs: datasets.Dataset) -> Iterator[str]:
         yield from (t or "" for t in batch["text"])
 
 
+def _text_bytes(cfg: DataConfig, docs: datasets.Dataset) -> int | None:
+    """The documents' UTF-8 bytes, counted from the Arrow column only when a BPE training sample
+    could be smaller than them (data.bpe_train_bytes): what spreads the sample over the split."""
+    budget, bound = cfg.bpe_train_bytes, source_size_bound(cfg)
+    if cfg.tokenizer != "bpe" or budget is None or (bound is not None and bound <= budget):
+        return None
+    total = 0
+    for batch in docs.with_format("arrow").iter(batch_size=10_000):
+        total += pc.sum(pc.binary_length(batch.column("text"))).as_py() or 0
+    return total
+
+
 def _pack_dataset(cfg: DataConfig, tmp: Path, fp: str, source_fp: str) -> tuple[Tokenizer, dict, int]:
     """Load the documents as a Dataset, tokenize with datasets.map, write the splits."""
     docs = load_documents(cfg)
@@ -243,7 +262,9 @@ def _pack_dataset(cfg: DataConfig, tmp: Path, fp: str, source_fp: str) -> tuple[
     is_val = val_mask(len(docs), cfg.val_fraction, groups)
     train_docs = docs.select(np.flatnonzero(~is_val)) if len(docs) > 1 else docs
     texts = lambda: _texts(train_docs)  # noqa: E731
-    tokenizer = build_tokenizer(cfg, texts, source_fp, sample_fn=texts)
+    tokenizer = build_tokenizer(
+        cfg, texts, source_fp, sample_fn=texts, train_bytes=_text_bytes(cfg, train_docs)
+    )
     dtype = token_dtype(tokenizer.vocab_size)
     scratch = tmp / "_scratch"
     scratch.mkdir()
@@ -269,7 +290,11 @@ def _pack_stream(cfg: DataConfig, tmp: Path, source_fp: str) -> tuple[Tokenizer,
     """Stream the source (a text file split at data.doc_separator, or a streamed hub set) into the
     splits batch by batch: memory does not grow with the corpus."""
     texts = lambda: _train_texts(cfg)  # noqa: E731
-    tokenizer = build_tokenizer(cfg, texts, source_fp, sample_fn=texts)
+    bound = source_size_bound(cfg)  # a text file's train documents: all but every period-th
+    train_bytes = (
+        None if bound is None else bound * (val_period(cfg.val_fraction) - 1) // val_period(cfg.val_fraction)
+    )
+    tokenizer = build_tokenizer(cfg, texts, source_fp, sample_fn=texts, train_bytes=train_bytes)
     dtype = token_dtype(tokenizer.vocab_size)
     num_proc = max(1, cfg.num_proc)
     if (

@@ -370,6 +370,22 @@ def load_documents(cfg: DataConfig) -> datasets.Dataset:
     return ds
 
 
+def source_size_bound(cfg: DataConfig) -> int | None:
+    """An upper bound on the source's text bytes from file sizes alone, where one exists: text and
+    JSON files hold at least as many bytes as their text; parquet compresses and hub sets may stream."""
+    _check_source(cfg)
+    if cfg.source == "pystdlib":
+        root, files = stdlib_files()
+        size: int | None = sum((root / f).stat().st_size for f in files)
+    elif cfg.source in ("text", "json") and cfg.path:
+        size = sum(f.stat().st_size for f in resolve_files(cfg.path))
+    else:
+        size = None
+    if cfg.max_bytes is not None:
+        size = cfg.max_bytes if size is None else min(size, cfg.max_bytes)
+    return size
+
+
 def source_fingerprint(cfg: DataConfig) -> str:
     """A short hash of what load_documents would return, from metadata only (no file reads)."""
     _check_source(cfg)

@@ -17,7 +17,7 @@ import tokenizers
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from gptlab.data.config import BPE_TRAINERS, TOKENIZERS, DataConfig
-from gptlab.data.sources import resolve_path, source_fingerprint
+from gptlab.data.sources import resolve_path, source_fingerprint, source_size_bound
 from gptlab.data.tiktoken_bpe import (
     BPE_ENCODERS,
     GPT2_PATTERN,
@@ -294,6 +294,12 @@ def _check_choice(cfg: DataConfig) -> None:
         raise ValueError(
             f"data.bpe_encoder={cfg.bpe_encoder!r} is not accepted; choose one of {', '.join(BPE_ENCODERS)}"
         )
+    budget = cfg.bpe_train_bytes
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0):
+        raise ValueError(
+            f"data.bpe_train_bytes={budget!r} is not accepted; give a number of bytes > 0, "
+            "or null to train on every train document"
+        )
     if cfg.tokenizer == "bpe" and cfg.bpe_trainer not in BPE_TRAINERS:
         raise ValueError(
             f"data.bpe_trainer={cfg.bpe_trainer!r} is not accepted; choose one of {', '.join(BPE_TRAINERS)}"
@@ -313,14 +319,51 @@ def tokenizer_identity(cfg: DataConfig, source_fp: str | None = None) -> str:
     if cfg.tokenizer == "bpe":
         source_fp = source_fp or source_fingerprint(cfg)
         trainer = "" if cfg.bpe_trainer == "tokenizers" else f":{cfg.bpe_trainer}"  # old caches stay valid
-        return f"bpe{cfg.bpe_vocab_size}:{source_fp}:{cfg.val_fraction}{trainer}"
+        sample = sample_tag(cfg, source_size_bound(cfg))
+        return f"bpe{cfg.bpe_vocab_size}:{source_fp}:{cfg.val_fraction}{trainer}{sample}"
     if cfg.tokenizer == "tiktoken":
         return tiktoken_identity(cfg.tiktoken_encoding)
     digest = hashlib.sha256(pretrained_file(cfg.tokenizer_path).read_bytes()).hexdigest()[:16]
     return f"pretrained:{digest}"
 
 
-def _cached_bpe(cfg: DataConfig, documents_fn: Callable[[], Iterable[str]], source_fp: str) -> BPETokenizer:
+def training_sample(texts: Iterable[str], budget: int | None, total: int | None) -> Iterator[str]:
+    """At most `budget` UTF-8 bytes of `texts` (whole documents) to train a BPE on.
+
+    When the texts' total size is known they are thinned evenly: a document is kept while the bytes
+    kept so far are behind budget/total of the bytes seen, so the sample spans the whole split, not
+    its first part (a corpus concatenated source by source would otherwise train on one source).
+    Unknown total (a streamed hub set): the first `budget` bytes. Reading stops once it is full."""
+    if budget is None:
+        yield from texts
+        return
+    share = 1.0 if not total or total <= budget else budget / total
+    kept = seen = 0
+    for text in texts:
+        if kept >= budget:
+            return
+        n = len(text.encode("utf-8"))
+        if kept <= seen * share:
+            kept += n
+            yield text
+        seen += n
+
+
+def sample_tag(cfg: DataConfig, known_bytes: int | None) -> str:
+    """The cache-key part of the training sample: empty when every train document is read (no
+    budget, or a source known to be no larger than it), so caches made before the budget stay valid."""
+    budget = cfg.bpe_train_bytes
+    if budget is None or (known_bytes is not None and known_bytes <= budget):
+        return ""
+    return f":sample{budget}"
+
+
+def _cached_bpe(
+    cfg: DataConfig,
+    documents_fn: Callable[[], Iterable[str]],
+    source_fp: str,
+    train_bytes: int | None = None,
+) -> BPETokenizer:
     key = hashlib.sha256(tokenizer_identity(cfg, source_fp).encode()).hexdigest()[:16]
     out = resolve_path(cfg.cache_dir) / "tokenizers" / f"bpe{cfg.bpe_vocab_size}-{key}"
     file = out / TOKENIZER_FILE
@@ -333,7 +376,11 @@ def _cached_bpe(cfg: DataConfig, documents_fn: Callable[[], Iterable[str]], sour
         cfg.bpe_trainer,
     )
     train = BPETokenizer.train_rustbpe if cfg.bpe_trainer == "rustbpe" else BPETokenizer.train
-    bpe = train(documents_fn(), cfg.bpe_vocab_size)
+    budget = cfg.bpe_train_bytes
+    if budget is not None and (train_bytes is None or train_bytes > budget):
+        how = "spread over" if train_bytes else "the first bytes of (size unknown)"
+        log.info("BPE training sample: %d bytes %s the train documents (data.bpe_train_bytes)", budget, how)
+    bpe = train(training_sample(documents_fn(), budget, train_bytes), cfg.bpe_vocab_size)
     if bpe.vocab_size < cfg.bpe_vocab_size:
         log.warning(
             "BPE reached only %d of data.bpe_vocab_size=%d ids: the corpus has too few merges",
@@ -353,8 +400,10 @@ def build_tokenizer(
     documents_fn: Callable[[], Iterable[str]],
     source_fp: str | None = None,
     sample_fn: Callable[[], Iterable[str]] | None = None,
+    train_bytes: int | None = None,
 ) -> Tokenizer:
-    """The configured tokenizer; documents_fn (train texts) is only called when BPE must train.
+    """The configured tokenizer; documents_fn (train texts, `train_bytes` of them when known) is
+    only called when BPE must train, and read up to data.bpe_train_bytes.
 
     A BPE is then encoded through tiktoken if data.bpe_encoder allows and its ids are identical to
     `tokenizers`' on the first texts of sample_fn (packing passes the train texts) and the probes."""
@@ -364,7 +413,7 @@ def build_tokenizer(
     if cfg.tokenizer == "tiktoken":
         return TiktokenTokenizer.from_setting(cfg.tiktoken_encoding)
     if cfg.tokenizer == "bpe":
-        tok: HFTokenizer = _cached_bpe(cfg, documents_fn, source_fp or source_fingerprint(cfg))
+        tok: HFTokenizer = _cached_bpe(cfg, documents_fn, source_fp or source_fingerprint(cfg), train_bytes)
     else:
         tok = PretrainedTokenizer(cfg.tokenizer_path or "")
     tok.use_tiktoken(

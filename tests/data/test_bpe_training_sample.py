@@ -1,0 +1,123 @@
+"""The bounded BPE training sample (data.bpe_train_bytes, issue 23 item 4): at most the budget, spread
+over the whole train split, in the cache key only when it changes what is read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gptlab.data.config import DataConfig
+from gptlab.data.packing import prepare_tokens
+from gptlab.data.tokenizers import build_tokenizer, tokenizer_identity, training_sample
+
+# Two "sources" concatenated one after the other, as a corpus built source by source is: a sample
+# of the first bytes would see only the first one's words.
+FIRST = ["alpha", "beta", "gamma", "delta"]
+SECOND = ["kiwi", "mango", "papaya", "lemon"]
+
+
+def _doc(words: list[str], i: int) -> str:
+    return " ".join(words[(i + k) % len(words)] for k in range(40)) + "\n"
+
+
+def _two_source_docs(n: int = 120) -> list[str]:
+    return [_doc(FIRST, i) for i in range(n // 2)] + [_doc(SECOND, i) for i in range(n // 2)]
+
+
+def test_sample_is_spread_over_the_split_and_bounded() -> None:
+    docs = [f"{i:09d}\n" for i in range(1000)]  # 10 bytes each: 10,000 bytes
+    kept = [int(t) for t in training_sample(docs, 1000, 10_000)]
+    assert 95 <= len(kept) <= 101  # the budget, to within one document
+    gaps = np.diff(kept)
+    assert kept[0] == 0 and kept[-1] >= 985 and set(gaps.tolist()) == {10}  # every tenth, to the end
+
+
+def test_sample_counts_utf8_bytes_not_characters() -> None:
+    docs = ["é" * 50] * 100  # 100 bytes each, 50 characters
+    kept = list(training_sample(docs, 1000, None))
+    assert len(kept) == 10
+
+
+def test_unknown_size_takes_the_first_bytes_and_stops_reading() -> None:
+    read = []
+
+    def stream() -> Iterator[str]:
+        for i in range(1000):
+            read.append(i)
+            yield f"{i:09d}\n"
+
+    kept = list(training_sample(stream(), 300, None))
+    assert kept == [f"{i:09d}\n" for i in range(30)]
+    assert len(read) == 31  # the stream is not read to its end
+
+
+def test_no_budget_or_a_small_split_reads_everything() -> None:
+    docs = [f"{i:09d}\n" for i in range(100)]
+    assert list(training_sample(docs, None, None)) == docs
+    assert list(training_sample(docs, 5000, 1000)) == docs
+
+
+@pytest.fixture
+def two_source_file(tmp_path: Path) -> Path:
+    path = tmp_path / "two_sources.txt"
+    path.write_text("<|endoftext|>".join(_two_source_docs()), encoding="utf-8")
+    return path
+
+
+def _merged_whole(tok, word: str) -> bool:
+    return len(tok.encode(" " + word)) == 1
+
+
+@pytest.mark.parametrize("layout", ["streamed", "one_file_per_document"])
+def test_bpe_trained_on_a_small_budget_learns_both_sources(
+    layout: str, two_source_file: Path, make_cfg: Callable[..., DataConfig], tmp_path: Path
+) -> None:
+    if layout == "streamed":
+        fields = {"source": "text", "path": str(two_source_file), "doc_separator": "<|endoftext|>"}
+    else:
+        d = tmp_path / "docs"
+        d.mkdir()
+        for i, text in enumerate(_two_source_docs()):
+            (d / f"{i:04d}.txt").write_text(text, encoding="utf-8")
+        fields = {"source": "text", "path": str(d)}
+    budget = two_source_file.stat().st_size // 6  # a sixth of the corpus
+    cfg = make_cfg(**fields, tokenizer="bpe", bpe_vocab_size=320, bpe_train_bytes=budget)
+    tok = prepare_tokens(cfg).tokenizer
+    assert all(_merged_whole(tok, w) for w in FIRST + SECOND), [
+        (w, tok.encode(" " + w)) for w in FIRST + SECOND
+    ]
+
+
+def test_sample_is_in_the_cache_key_only_when_it_cuts(
+    two_source_file: Path, make_cfg: Callable[..., DataConfig]
+) -> None:
+    size = two_source_file.stat().st_size
+
+    def ident(budget: int | None) -> str:
+        cfg = make_cfg(source="text", path=str(two_source_file), tokenizer="bpe", bpe_train_bytes=budget)
+        return tokenizer_identity(cfg)
+
+    assert ident(None) == ident(size) == ident(1 << 30)  # caches made before the budget stay valid
+    assert ident(size // 2) != ident(None) and ident(size // 2) != ident(size // 3)
+
+
+@pytest.mark.parametrize("bad", [0, -5, "1GB", 1.5, True])
+def test_bad_budget_is_refused_by_name(bad: object, make_cfg: Callable[..., DataConfig]) -> None:
+    with pytest.raises(ValueError, match=r"data\.bpe_train_bytes=.*bytes > 0, or null"):
+        build_tokenizer(make_cfg(tokenizer="bpe", bpe_train_bytes=bad), list)
+
+
+def test_bpe_training_reads_only_its_budget(make_cfg: Callable[..., DataConfig]) -> None:
+    read = []
+
+    def documents() -> Iterator[str]:
+        for i, text in enumerate(_two_source_docs()):
+            read.append(i)
+            yield text
+
+    budget = 10 * len(_doc(FIRST, 0).encode())  # ten documents
+    build_tokenizer(make_cfg(tokenizer="bpe", bpe_vocab_size=300, bpe_train_bytes=budget), documents)
+    assert len(read) == 11  # size unknown: the first ten, and the one that found the budget full
