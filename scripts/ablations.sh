@@ -11,7 +11,7 @@
 # cosine, clip 1.0, 5 log-spaced LRs in [1e-3, 3e-2], 3 seeds; d=32 with 2 heads for the depth sweeps
 # (placement, warmup, init), d=96 L=4 for FFN and tying (8/3·96 = 256 exactly). Measured on
 # 2026-12-01 with two jobs at a time: d=32 L=8 ~33 s a job, L=2 ~10 s, d=96 L=4 ~44 s; ~1.4 h in all
-# (docs/ablations.md, Claims).
+# (docs/ablations.md, Claims), plus 990-1,341 s for the ladder (issue 24, measured 2026-12-02 at load 5-15).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}

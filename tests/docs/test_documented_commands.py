@@ -63,7 +63,7 @@ COMMANDS: dict[str, str] = {
     "python train.py -m experiment=ablate_tying hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 30 jobs, 610 s (its quick sibling with the same launcher settings: tests/launcher/test_parallel_sweeps.py::test_two_slots_match_the_serial_sweep_job_for_job; ablate_tying itself shrunk: test_ablate_tying_and_init)",
     "python train.py -m experiment=ablate_tying model/tying=untied optim.lr=0.00234": "not runnable here: 3 jobs of ~45 s (ablate_tying shrunk: test_ablate_tying_and_init)",
     # docs/ablations.md, "Ladders" (issue 24)
-    "python train.py -m experiment=ladder_ffn hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 72 jobs, ~35 min on the loaded 2-core machine (its quick sibling through the same sweeper and launcher: tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit)",
+    "python train.py -m experiment=ladder_ffn hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 72 jobs, 990 s on the loaded 2-core machine (its quick sibling through the same sweeper and launcher: tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit)",
     "python train.py -m experiment=ladder_ffn_quick": "tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit",
     # docs/performance.md, "Sweeps side by side" (issue 21): the same script at 1 round, 2 jobs
     "python scripts/bench_sweep.py --rounds 2": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
