@@ -123,3 +123,26 @@ def test_ladder_presets_compare_at_equal_parameters_at_every_rung(name: str) -> 
         assert len(set(counts.values())) == 1, (d, counts)  # 8/3·d gated = 4·d ungated exactly
         sizes.append(next(iter(counts.values())))
     assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("hydra.sweeper.ladder.widths=[48,24]", "rung sizes must increase in N = 12·n_layer·n_embd²"),
+        ("hydra.sweeper.ladder.widths=[24,50]", "50 is not a multiple of hydra.sweeper.ladder.aspect=24"),
+        ("hydra.sweeper.ladder.tokens_per_param=20", "set exactly one of tokens"),
+        ("optim.lr=0.001,0.003", "optim.lr is not accepted on the command line of a ladder"),
+        ("model.n_layer=2", "model.n_layer is not accepted on the command line of a ladder"),
+    ],
+)
+def test_bad_ladder_sweep_is_one_line_exit_2_nothing_written(tmp_path, override: str, message: str) -> None:
+    """docs/bad-inputs.md, Ladders: the real command line, before any job or sweep dir exists."""
+    from tests.conftest import run_script
+
+    out = tmp_path / "bad"
+    proc = run_script("train.py", "-m", "experiment=ladder_ffn_quick", override, f"hydra.sweep.dir={out}",
+                      env={"OMP_NUM_THREADS": "1"})  # fmt: skip
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert message in lines[0] and not out.exists()

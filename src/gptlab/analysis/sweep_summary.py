@@ -52,10 +52,14 @@ def log_report_to_wandb(report: Path, group: str | None, logger_cfg: dict[str, A
 
 def report_and_log(sweep_dir: Path, config: DictConfig, group: str | None) -> Path | None:
     """Write the report (figures included) and log it to the group's summary run."""
+    from gptlab.analysis.ladder import LadderError
     from gptlab.analysis.report import write_report
 
     try:
         report = write_report(sweep_dir)
+    except LadderError as err:  # the report is written, its ladder fit refused: say why, go on
+        log.warning("%s", err)
+        report = sweep_dir / "report.md"
     except Exception as err:  # noqa: BLE001 - the jobs are done; scripts/report.py can retry
         log.warning("report not written (%s); run scripts/report.py %s", err, sweep_dir)
         return None
