@@ -146,3 +146,46 @@ def test_bad_ladder_sweep_is_one_line_exit_2_nothing_written(tmp_path, override:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     assert message in lines[0] and not out.exists()
+
+
+def test_a_depth_ladder_keeps_the_width_and_varies_depth() -> None:
+    ladder = Ladder(
+        depths=[2, 4, 8], width=32, head_dim=16, lr_ref_width=96, lr_width_exponent=1.0, tokens=2048
+    )
+    arms, lrs_in = ["pre", "post"], lr_values(1e-3, 4e-3, 2)
+    grid = build_grid("model/placement", arms, "pre", lrs_in, seed_values(1), {}, [], ladder=ladder,
+                      tokens_per_step=1024)  # fmt: skip
+    assert grid.ladder_key == "model.n_layer" and grid.cells == {"model.n_layer": ["2", "4", "8"]}
+    jobs = grid.jobs()
+    assert len(jobs) == 3 * 2 * 2
+    lrs = [f"{1e-3 * 3:.3g}", f"{4e-3 * 3:.3g}"]  # the width rule at d = 32: × 96/32, the same every rung
+    assert all(grid.rung_lrs[v] == lrs for v in ("2", "4", "8"))
+    first = ["seed=1", "model.n_layer=2", "model/placement=pre", f"optim.lr={lrs[0]}", "model.n_head=2"]
+    assert jobs[0] == [*first, "trainer.max_steps=2"]
+    assert _grid(
+        Ladder(depths=[1, 2], width=48, head_dim=24, tokens=10), cli=[("model.n_layer", ["3", "6"], True)]
+    ).cells == {"model.n_layer": ["3", "6"]}
+
+
+@pytest.mark.parametrize(
+    ("ladder", "message"),
+    [
+        (
+            Ladder(depths=[4, 2], width=32, head_dim=16, tokens=10),
+            r"depths=\[4, 2\]: rung sizes must increase in N",
+        ),
+        (Ladder(depths=[2, 4], width=30, head_dim=16, tokens=10), "model.n_embd: 30 is not a multiple"),
+        (Ladder(widths=[24], depths=[2], width=24, tokens=10), "set widths .* or depths .*, not both"),
+    ],
+)
+def test_bad_depth_ladder_is_one_line(ladder: Ladder, message: str) -> None:
+    with pytest.raises(GridError, match=message):
+        _grid(ladder)
+
+
+def test_ladder_placement_preset_is_a_depth_ladder_at_fixed_width() -> None:
+    cfg = compose_with_hydra(["experiment=ladder_placement"])
+    s = cfg.hydra.sweeper
+    assert len(s.ladder.depths) >= 4 and not s.ladder.widths and s.seeds >= 3 and s.lr.points >= 3
+    assert set(s.arms) == {"pre", "post"} and s.baseline == "pre"
+    assert list(s.ladder.depths) == sorted(set(s.ladder.depths)) and cfg.model.n_embd % s.ladder.head_dim == 0

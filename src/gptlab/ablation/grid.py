@@ -125,9 +125,12 @@ def _check_seed_strings(values: Sequence[str]) -> list[str]:
     return list(values)
 
 
-LADDER_KEY = "model.n_embd"  # a rung is named by its width
-# what a rung's size rule sets besides the width: given on the command line too, they would fight it
+LADDER_KEY = "model.n_embd"  # a width ladder's rung is named by its width
+DEPTH_KEY = "model.n_layer"  # a depth ladder's by its depth
+# what a rung's size rule sets besides the rung's own key: given on the command line too, they would
+# fight it
 LADDER_DERIVED = ("model.n_layer", "model.n_head", "trainer.max_steps")
+DEPTH_DERIVED = ("model.n_head", "trainer.max_steps")
 
 
 @dataclass(frozen=True)
@@ -147,15 +150,29 @@ class Ladder:
       width d every point is multiplied by (lr_ref_width / d) ** lr_width_exponent (the best Adam
       LR falls with width; exponent 1 is μP's 1/width for hidden matrices, Yang et al. 2022, 0 the
       same grid everywhere). Same number of points at every rung, so the job numbering is fixed.
+
+    A *depth* ladder (`depths` instead of `widths`) keeps the preset's width (`width`, filled in
+    from model.n_embd) and varies n_layer alone: heads, N, budget and LR grid by the same rules
+    (the width rule then gives every rung the same LR grid).
     """
 
-    widths: list[int]
+    widths: list[int] = field(default_factory=list)
     aspect: int = 24
     head_dim: int = 24
     lr_ref_width: int = 96
     lr_width_exponent: float = 0.5
     tokens: int | None = None
     tokens_per_param: float | None = None
+    depths: list[int] = field(default_factory=list)
+    width: int | None = None  # a depth ladder's width (the preset's model.n_embd)
+
+    @property
+    def key(self) -> str:
+        return DEPTH_KEY if self.depths else LADDER_KEY
+
+    @property
+    def derived(self) -> tuple[str, ...]:
+        return DEPTH_DERIVED if self.depths else LADDER_DERIVED
 
 
 @dataclass(frozen=True)
@@ -177,7 +194,12 @@ def _positive_int(name: str, value: object) -> int:
 def ladder_rungs(ladder: Ladder, base_lrs: Sequence[float], tokens_per_step: int) -> list[Rung]:
     """The rungs of a ladder (validated; GridError names the field)."""
     where = "hydra.sweeper.ladder"
+    if ladder.widths and ladder.depths:
+        raise GridError(f"{where}: set widths (a width ladder) or depths (a depth ladder), not both")
+    depths = [_positive_int(f"{where}.depths", v) for v in ladder.depths]
     widths = [_positive_int(f"{where}.widths", w) for w in ladder.widths]
+    if depths:
+        widths = [_positive_int("model.n_embd", ladder.width)] * len(depths)
     if not widths:
         raise GridError(f"{where}.widths is empty; list the model widths (n_embd) of the rungs")
     aspect = _positive_int(f"{where}.aspect", ladder.aspect)
@@ -197,16 +219,23 @@ def ladder_rungs(ladder: Ladder, base_lrs: Sequence[float], tokens_per_step: int
     else:
         _positive_number(f"{where}.tokens_per_param", ladder.tokens_per_param)
     rungs: list[Rung] = []
-    for d in widths:
-        for name, unit in (("aspect", aspect), ("head_dim", head_dim)):
+    for i, d in enumerate(widths):
+        units = (("head_dim", head_dim),) if depths else (("aspect", aspect), ("head_dim", head_dim))
+        for name, unit in units:
             if d % unit:
-                raise GridError(f"{where}.widths: {d} is not a multiple of {where}.{name}={unit}")
-        depth, heads = d // aspect, d // head_dim
+                field_name = "model.n_embd" if depths else f"{where}.widths"
+                raise GridError(f"{field_name}: {d} is not a multiple of {where}.{name}={unit}")
+        depth, heads = (depths[i] if depths else d // aspect), d // head_dim
         size = 12 * depth * d * d
         if rungs and size <= rungs[-1].size:
+            listed, now, before = (
+                (f"depths={depths}", f"n_layer={depth}", f"n_layer={rungs[-1].depth}")
+                if depths
+                else (f"widths={widths}", f"n_embd={d}", f"n_embd={rungs[-1].width}")
+            )
             raise GridError(
-                f"{where}.widths={widths}: rung sizes must increase in N = 12·n_layer·n_embd², "
-                f"but n_embd={d} gives N={size:,} after N={rungs[-1].size:,} (n_embd={rungs[-1].width})"
+                f"{where}.{listed}: rung sizes must increase in N = 12·n_layer·n_embd², "
+                f"but {now} gives N={size:,} after N={rungs[-1].size:,} ({before})"
             )
         tokens = ladder.tokens if ladder.tokens is not None else ladder.tokens_per_param * size  # type: ignore[operator]
         steps = max(1, math.ceil(tokens / tokens_per_step))
@@ -245,18 +274,20 @@ def build_grid(
     cells = {k: list(v) for k, v in params.items()}
     fixed: list[str] = []
     for key, values, is_sweep in cli:
-        if ladder is not None and (key == LR_KEY or key in LADDER_DERIVED):
+        if ladder is not None and (key == LR_KEY or key in ladder.derived):
             what = (
                 "each rung has its own LR grid (hydra.sweeper.lr, ladder.lr_*)"
                 if key == LR_KEY
                 else ("the ladder's size rule sets it per rung (hydra.sweeper.ladder)")
             )
             raise GridError(f"{key} is not accepted on the command line of a ladder: {what}")
-        if ladder is not None and key == LADDER_KEY:
+        if ladder is not None and key == ladder.key:
             try:
-                ladder = replace(ladder, widths=[int(v) for v in values])
+                ladder = replace(
+                    ladder, **{"depths" if ladder.depths else "widths": [int(v) for v in values]}
+                )
             except ValueError:
-                raise GridError(f"{LADDER_KEY}={','.join(values)}: a rung width must be an integer") from None
+                raise GridError(f"{key}={','.join(values)}: a rung's value must be an integer") from None
             continue
         if key == arm:
             arm_values, where["arm"] = values, key
@@ -285,20 +316,21 @@ def build_grid(
         raise GridError(f"hydra.sweeper.baseline={base!r} is not one of the arms ({', '.join(arm_values)})")
     if ladder is None:
         return Grid(arm, arm_values, base, lr_list, seed_list, cells, fixed)
-    if LADDER_KEY in cells:
-        raise GridError(
-            f"hydra.sweeper.params.{LADDER_KEY} and a ladder both set the width; use ladder.widths"
-        )
+    key = ladder.key
+    if key in cells:
+        raise GridError(f"hydra.sweeper.params.{key} and a ladder both set it; use hydra.sweeper.ladder")
     rungs = ladder_rungs(ladder, [float(v) for v in lr_list], tokens_per_step)
-    values = {str(r.width): r for r in rungs}
+    values = {str(r.depth if ladder.depths else r.width): r for r in rungs}
+
+    def derived(r: Rung) -> list[str]:  # a depth ladder's rung is its n_layer already
+        depth = [] if ladder.depths else [f"model.n_layer={r.depth}"]
+        return [*depth, f"model.n_head={r.heads}", f"trainer.max_steps={r.steps}"]
+
     return Grid(
-        arm, arm_values, base, lr_list, seed_list, {LADDER_KEY: list(values), **cells}, fixed,
-        ladder_key=LADDER_KEY,
+        arm, arm_values, base, lr_list, seed_list, {key: list(values), **cells}, fixed,
+        ladder_key=key,
         rung_lrs={v: r.lrs for v, r in values.items()},
-        rung_overrides={
-            v: [f"model.n_layer={r.depth}", f"model.n_head={r.heads}", f"trainer.max_steps={r.steps}"]
-            for v, r in values.items()
-        },
+        rung_overrides={v: derived(r) for v, r in values.items()},
     )  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
         found = list(loader.get_group_options(key.lstrip("+~"))) if "." not in key else []
         return found or None  # a field (model.depth_scaled_init) is checked by the schema instead
 
-    ladder = _ladder(spec.get("ladder"))
+    ladder = _with_width(_ladder(spec.get("ladder")), sweeper.config)
     grid = build_grid(
         arm=spec["arm"],
         arms=spec["arms"],
@@ -114,11 +115,18 @@ def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
 
 def _ladder(conf: Any) -> Ladder | None:
     """hydra.sweeper.ladder as a Ladder (None: no widths, no ladder)."""
-    if conf is None or not conf.get("widths"):
+    if conf is None or not (conf.get("widths") or conf.get("depths")):
         return None
     values = OmegaConf.to_container(conf, resolve=True)
     assert isinstance(values, dict)
     return Ladder(**{str(k): v for k, v in values.items()})
+
+
+def _with_width(ladder: Ladder | None, config: DictConfig) -> Ladder | None:
+    """A depth ladder keeps the preset's width: model.n_embd of the composed config."""
+    if ladder is None or not ladder.depths:
+        return ladder
+    return replace(ladder, width=int(config.model.n_embd))
 
 
 def _tokens_per_step(config: DictConfig) -> int:

@@ -27,8 +27,8 @@ class LRGridConf:
 
 @dataclass
 class LadderConf:
-    """Model sizes as cells, one per width (gptlab.ablation.grid.Ladder has the rules); no
-    widths: no ladder."""
+    """Model sizes as cells, one per width, or one per depth at the preset's width
+    (gptlab.ablation.grid.Ladder has the rules); no widths and no depths: no ladder."""
 
     widths: list[int] = field(default_factory=list)  # n_embd of each rung, increasing in N
     aspect: int = 24  # n_layer = n_embd / aspect
@@ -37,6 +37,7 @@ class LadderConf:
     lr_width_exponent: float = 0.5  # the grid at width d: × (lr_ref_width / d) ** exponent
     tokens: int | None = None  # a fixed token budget per rung, or
     tokens_per_param: float | None = None  # tokens = ratio × N (N = 12·n_layer·n_embd²)
+    depths: list[int] = field(default_factory=list)  # a depth ladder instead: n_layer per rung, width kept
 
 
 @dataclass
