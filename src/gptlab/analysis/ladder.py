@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from gptlab.ablation.grid import DEPTH_KEY
 from gptlab.analysis import powerlaw
 from gptlab.analysis.arms import RESULT, Cell, outcome
 from gptlab.analysis.jobs import Job
@@ -216,7 +217,7 @@ def analyse(cells: list[Cell], record: dict[str, Any]) -> LadderResult:
     if len(rungs) < MIN_RUNGS:
         result.refused = result.note = (
             f"a ladder of {len(rungs)} size(s) is not fitted: the curve E + A·N^(−α) needs at least "
-            f"{MIN_RUNGS} (hydra.sweeper.ladder.widths)"
+            f"{MIN_RUNGS} (hydra.sweeper.ladder.{'depths' if key == DEPTH_KEY else 'widths'})"
         )
         return result
     try:

@@ -210,7 +210,10 @@ def ladder_section(
 ) -> tuple[list[str], str]:
     """The ladder's per-rung table, fits, extrapolation and figure; and why the fit was refused
     ("" when it was not)."""
-    result = ladder.analyse(arrange(jobs, record, sensitivity), record)
+    try:
+        result = ladder.analyse(arrange(jobs, record, sensitivity), record)
+    except LadderError as err:  # a ladder this report cannot fit (crossed with further cells)
+        return ["## Ladder", "", f"**No fit**: {err}."], str(err)
     lines = ladder_report.ladder_lines(result)
     if figures and not result.refused:
         named = (j.values.get("experiment") for j in jobs if j.values.get("experiment"))
