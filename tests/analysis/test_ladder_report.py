@@ -106,6 +106,8 @@ def test_a_gap_that_closes_with_size_narrows_and_the_fit_recovers_alpha(tmp_path
         assert abs(alpha[0] - 0.3) < 0.02 and alpha[1] < alpha[0] < alpha[2]
         assert fits[(arm, "N")]["fit"].startswith("converged")
         assert fits[(arm, "C")]["fit"].startswith("converged")
+    (trend,) = _rows(report, "### The gap over the rungs")
+    assert trend["over the rungs"] == "narrows over the rungs", trend
     (ext,) = _rows(report, "### The gap extrapolated")
     assert ext["verdict"] == "narrows", ext
     assert ext["crossover N"] == "none in range"
@@ -166,6 +168,13 @@ def test_losses_falling_with_ln_n_unslowed_get_the_log_linear_limit_and_its_extr
     g = _num(ext["gap at 10× N"].split(" at N=")[0])
     assert g[1] <= gap(10 * n_max) <= g[2]
     assert ext["verdict"].startswith("widens (on the log-linear limit for swiglu, gelu"), ext
+    # without a curve: the measured gap's slope on log10 N is −0.02·ln 10 per 10× N (the bend cancels)
+    (trend,) = _rows(report, "### The gap over the rungs")
+    per = _num(trend["gap's change per 10× N over the rungs [95% CI]"])
+    assert per[1] <= -0.02 * math.log(10) <= per[2] and per[0] == pytest.approx(
+        -0.02 * math.log(10), abs=0.01
+    )
+    assert trend["over the rungs"] == "widens over the rungs", trend
     # the lines cross where 0.14 = 0.02·ln N, N = e^7 ≈ 1,097: below the smallest rung, out of range
     assert ext["crossover N"] == "none in range"
 

@@ -111,6 +111,20 @@ class LadderResult:
     note: str  # why no fit, when there is none
     incomplete: list[str]  # rungs where a planned job has no result
     refused: str = ""  # the ladder as planned cannot be fitted (bad input: the CLI exits 2)
+    trends: list[Trend] = field(default_factory=list)  # the measured gap against ln N, no curve
+
+
+@dataclass
+class Trend:
+    """How the measured gap (arm − baseline, each at its best LR, per rung) moves across the rungs:
+    the least-squares slope of the gap on log10 N, i.e. its change per 10× N, with the bootstrap
+    over seeds; no curve per arm is needed (it holds when the losses fit no law)."""
+
+    arm: str
+    baseline: str
+    per_decade: powerlaw.Estimate
+    verdict: str  # widens / narrows over the rungs (the slope's CI on the gap's side of 0 / the
+    # other, the side read from the largest rung's gap), or no trend resolved
 
 
 def model_size(job: Job) -> tuple[int, int] | None:
@@ -237,6 +251,13 @@ def analyse(cells: list[Cell], record: dict[str, Any]) -> LadderResult:
     if any(table[(r, a)].n is None for r in used for a in arms):
         result.note = "no fit: a rung's model size could not be read from its jobs' .hydra/config.yaml"
         return result
+    log_n = np.log10(np.array([table[(r, baseline)].n for r in used], dtype=float))
+    for k, arm in enumerate(arms):
+        if arm != baseline:
+            last = gaps[(used[-1], arm)]
+            point_gap = (point_best[idx, k] - point_best[idx, kb]).mean(-1)  # (R,)
+            boot_gap = (boot_best[:, idx, k] - boot_best[:, idx, kb]).mean(-1)  # (B, R)
+            result.trends.append(_trend(arm, baseline, log_n, point_gap, boot_gap, last, len(seeds)))
     sizes = {
         "N": np.array([[table[(r, a)].n for r in used] for a in arms], dtype=float),  # (K, R)
         "C": np.array([[table[(r, a)].flops or math.nan for r in used] for a in arms], dtype=float),
@@ -308,10 +329,11 @@ def _arm_fit(
         limit_p = _fit_limit(size, point_y[None])
         limit_b = _fit_limit(size, boot_y)
         ok = limit_b.b[:, k] > 0
-        slope = powerlaw.estimate(float(limit_p.b[0, k]), np.where(ok, limit_b.b[:, k], np.nan), n)
+        slope = powerlaw.estimate(float(limit_p.b[0, k]), limit_b.b[:, k], n)
         why = "α → 0 (no slowing over the rungs, no E): its limit L = c − b·ln N fitted"
         row = ArmFit(arm, against, None, None, None, why, slope=slope)
         if not limit_p.b[0, k] > 0:
+            row.status = "the loss rises with size (b <= 0 in L = c − b·ln N): no falling curve"
             return row, None
 
         def at(fit: powerlaw.LogLinearFit):  # noqa: ANN202
@@ -371,8 +393,9 @@ def _extrapolate(
     n_max = float(base_sizes.max())
     n_ext = EXTRAPOLATE * n_max
     if model is None or base is None:
-        return Extrapolation(arm, baseline, n_max, n_ext, None, None, None, None,
-                             "inconclusive: a fit did not converge")  # fmt: skip
+        names = ", ".join(a for a, m in ((arm, model), (baseline, base)) if m is None)
+        why = f"inconclusive: no falling curve fitted for {names} (the fit table says why)"
+        return Extrapolation(arm, baseline, n_max, n_ext, None, None, None, None, why)
     ok = model.valid & base.valid
 
     def gap(which: str, at: float) -> np.ndarray:
@@ -397,6 +420,29 @@ def _extrapolate(
             f" (on the log-linear limit for {', '.join(limits)}: no E, the loss falls with ln N unbounded)"
         )
     return Extrapolation(arm, baseline, n_max, n_ext, gap_last, gap_ext, change, crossover, verdict)
+
+
+def _trend(
+    arm: str, baseline: str, log_n: np.ndarray, point: np.ndarray, boot: np.ndarray,
+    last: powerlaw.Estimate | None, n: int,
+) -> Trend:  # fmt: skip
+    """The gap's least-squares slope on log10 N over the rungs, and what it says (`Trend`)."""
+    x = log_n - log_n.mean()
+
+    def slope(y: np.ndarray) -> np.ndarray:
+        return ((y - y.mean(-1, keepdims=True)) * x).sum(-1) / (x * x).sum()
+
+    per = powerlaw.estimate(float(slope(point)), slope(boot), n)
+    if last is None or not math.isfinite(per.low):
+        return Trend(arm, baseline, per, "no interval")
+    s = 1.0 if last.value > 0 else -1.0
+    low, high = sorted((s * per.low, s * per.high))
+    verdict = (
+        "widens over the rungs" if low > 0 else "narrows over the rungs" if high < 0 else "no trend resolved"
+    )
+    if not last.excludes_zero:
+        verdict += " (the largest rung's own gap is not resolved)"
+    return Trend(arm, baseline, per, verdict)
 
 
 def ladder_verdict(gap_last: powerlaw.Estimate, gap_ext: powerlaw.Estimate, change: powerlaw.Estimate) -> str:

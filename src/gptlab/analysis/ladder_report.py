@@ -28,6 +28,15 @@ NOTE = (
 )
 
 
+TREND_NOTE = (
+    "Without a curve per arm: the least-squares slope of the measured gap (per rung, each arm at its "
+    "best LR) on log10 N, i.e. its change per 10× N across the rungs, with the same bootstrap over seeds. "
+    "Widens / narrows over the rungs: the slope's CI on the side of 0 where the largest rung's gap "
+    "lies / on the other side (noted when that gap's own CI holds 0); it says nothing beyond the "
+    "largest rung."
+)
+
+
 def _n(value: float | None) -> str:
     return EMPTY if value is None else f"{value:,.0f}"
 
@@ -97,6 +106,17 @@ def extrapolation_table(res: LadderResult) -> str:
     return table(head, rows)
 
 
+def trend_table(res: LadderResult) -> str:
+    head = ["arm", "baseline", "gap at the largest rung", "gap's change per 10× N over the rungs [95% CI]",
+            "over the rungs"]  # fmt: skip
+    rows = [
+        [f"`{t.arm}`", f"`{t.baseline}`", fmt_estimate(res.gaps.get((res.used[-1], t.arm))),
+         fmt_estimate(t.per_decade), t.verdict]
+        for t in res.trends
+    ]  # fmt: skip
+    return table(head, rows)
+
+
 def ladder_figure(res: LadderResult, experiment: str, out: Path) -> Path | None:
     """Final val loss against N, log-log: points (mean, 95% t CI over seeds) per arm, the fitted
     curve over the rungs (solid) and extrapolated to EXTRAPOLATE × the largest N (dashed)."""
@@ -156,6 +176,8 @@ def ladder_figure(res: LadderResult, experiment: str, out: Path) -> Path | None:
 
 def ladder_lines(res: LadderResult) -> list[str]:
     lines = ["## Ladder", "", NOTE, "", "### Per rung", "", rung_table(res)]
+    if res.trends:
+        lines += ["", "### The gap over the rungs", "", TREND_NOTE, "", trend_table(res)]
     if res.note:
         lines += ["", f"**No fit**: {res.note}."]
         return lines

@@ -272,6 +272,10 @@ MUTANTS: list[Mutant] = [
            "n = with_head", "N counts the tied head (the embedding matrix) as a non-embedding weight"),
     Mutant("loglinear_slope_sign", "analysis/powerlaw.py", "b=-slope, n_ref=n_ref)", "b=slope, n_ref=n_ref)",
            "the α → 0 limit's slope b reported with the wrong sign (a falling loss read as rising)"),
+    Mutant("ladder_trend_backwards", "analysis/ladder.py",
+           '"widens over the rungs" if low > 0 else "narrows over the rungs" if high < 0',
+           '"narrows over the rungs" if low > 0 else "widens over the rungs" if high < 0',
+           "a gap growing across the rungs is called narrowing"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
