@@ -11,7 +11,8 @@
 # cosine, clip 1.0, 5 log-spaced LRs in [1e-3, 3e-2], 3 seeds; d=32 with 2 heads for the depth sweeps
 # (placement, warmup, init), d=96 L=4 for FFN and tying (8/3·96 = 256 exactly). Measured on
 # 2026-12-01 with two jobs at a time: d=32 L=8 ~33 s a job, L=2 ~10 s, d=96 L=4 ~44 s; ~1.4 h in all
-# (docs/ablations.md, Claims), plus 990-1,341 s for the ladder (issue 24, measured 2026-12-02 at load 5-15).
+# (docs/ablations.md, Claims), plus 990-1,341 s for the FFN ladder and 1,085 s for the depth ladder
+# (issue 24, measured 2026-12-02 at load 3-15): about 2 h in all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -51,6 +52,9 @@ timed init train.py -m experiment=ablate_init hydra.sweeper.seeds=5 hydra.sweep.
 # per width placed by the ladder's rule, 3 seeds, 204,800 tokens per job: 72 jobs. The report fits
 # L(N) = E + A·N^(-alpha) per arm and extrapolates the gap to 10x the largest N.
 timed ladder_ffn train.py -m experiment=ladder_ffn hydra.sweep.dir="$OUT/ladder_ffn" "${SIDE_BY_SIDE[@]}"
+# Post-LN against pre-LN across depth (issue 24's second ladder): d=32, L = 2, 4, 8, 16, 3 LRs, 3 seeds,
+# 204,800 tokens per job: 72 jobs, 1,085 s measured 2026-12-02.
+timed ladder_placement train.py -m experiment=ladder_placement hydra.sweep.dir="$OUT/ladder_placement" "${SIDE_BY_SIDE[@]}"
 # The seeds' variance law at init (v_2L = v0 + 2L·σ², flat under 1/sqrt(2L)) and the gradient
 # profile at init in Xiong et al.'s setting; no training, ~30 s each.
 timed init_report_L8 scripts/init_report.py model=pre_rmsnorm_swiglu model.n_layer=8 out="$OUT/init_report_L8"

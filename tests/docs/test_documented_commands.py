@@ -65,6 +65,7 @@ COMMANDS: dict[str, str] = {
     # docs/ablations.md, "Ladders" (issue 24)
     "python train.py -m experiment=ladder_ffn hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 72 jobs, 990 s on the loaded 2-core machine (its quick sibling through the same sweeper and launcher: tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit)",
     "python train.py -m experiment=ladder_ffn_quick": "tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit",
+    "python train.py -m experiment=ladder_placement hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 72 jobs, 1,085 s (the depth ladder's grid: tests/ablation/test_ladder_grid.py::test_a_depth_ladder_keeps_the_width_and_varies_depth; the same sweeper and launcher end to end: tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit)",
     "scripts/report.py /tmp/w24/two figures=false": "tests/analysis/test_ladder_report.py::test_bad_ladders_are_one_line_exit_2 (the same report call on a 2-size ladder made by hand)",
     # docs/performance.md, "Sweeps side by side" (issue 21): the same script at 1 round, 2 jobs
     "python scripts/bench_sweep.py --rounds 2": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
