@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from gptlab.config import OptimConfig
 from gptlab.hardware import GPU
 from gptlab.model import GPT, GPTConfig
-from gptlab.planning.plan import GIB, alternatives, plan
+from gptlab.planning.plan import GIB, alternatives, largest_micro_batch, plan
 from gptlab.planning.step import PARTS, Setup, measure, split
 
 SHAPE = {"n_layer": 1, "n_head": 4, "n_embd": 48, "block_size": 32, "vocab_size": 96}
@@ -160,3 +160,53 @@ def test_alternatives_are_planned_again() -> None:
     assert a.plan.setup.tokens_per_step == s.tokens_per_step
     real = oracle_step(model_cfg, a.plan.setup.micro_batch, a.plan.setup.accumulate, "bf16-mixed")
     assert a.plan.memory.peak == pytest.approx(real["peak"], rel=0.01)
+
+
+@pytest.fixture(scope="module")
+def batch_peaks() -> dict[int, int]:
+    """Brute force: the fake step's peak at every micro-batch 1..8 of a 2-block model."""
+    return {b: measure(Setup(cfg(n_layer=2), OPTIM, b)).peak for b in range(1, 9)}
+
+
+@pytest.mark.slow  # a dozen tiny fake steps, and the brute force's 8 once
+@pytest.mark.parametrize("answer, divides", [(5, None), (2, None), (4, 8)])
+def test_largest_micro_batch_is_the_largest_that_fits(
+    answer: int, divides: int | None, batch_peaks: dict[int, int]
+) -> None:
+    """The search against brute force: the GPU is sized between the answer's peak and the next
+    candidate's (with `divides`, only its divisors are candidates)."""
+    peaks = batch_peaks
+    assert all(peaks[b] < peaks[b + 1] for b in range(1, 8))
+    nxt = answer + 1 if divides is None else min(b for b in range(answer + 1, 9) if divides % b == 0)
+    gpu = GPU("test", (peaks[answer] + peaks[nxt]) / 2 / GIB / 0.9, 1e15, 1e15, 1e15)
+    setup = Setup(cfg(n_layer=2), OPTIM, 1)
+    best = largest_micro_batch(setup, gpu, None, 0.1, divides=divides)
+    assert best is not None and best.setup.micro_batch == answer
+    too_small = GPU("tiny", peaks[1] / GIB / 2, 1e15, 1e15, 1e15)
+    assert largest_micro_batch(setup, too_small, None, 0.1) is None
+
+
+@pytest.mark.parametrize("power", [0.5, 1.6])  # the linear guess from 1 and 2 under- / overshoots
+def test_micro_batch_search_on_a_curved_memory_landscape(monkeypatch, power: float) -> None:
+    """The search logic alone, on a hand-made peak(b) = 1 GiB + b^power GiB: galloping up when the
+    guess is low, bisecting when it is high, each answer against the closed form."""
+    import gptlab.planning.plan as planning
+
+    calls: list[int] = []
+
+    def fake_plan(setup: Setup, gpu: GPU, mfu, headroom) -> object:
+        calls.append(setup.micro_batch)
+        peak = int(GIB * (1 + setup.micro_batch**power))
+        memory = dataclasses.make_dataclass("M", ["peak"])(peak)
+        plan_type = dataclasses.make_dataclass("P", ["setup", "memory", "fits"])
+        return plan_type(setup, memory, peak <= planning.usable_bytes(gpu, headroom))
+
+    monkeypatch.setattr(planning, "plan", fake_plan)
+    for room_gib in (3.5, 40.0, 1000.0):
+        room = planning.usable_bytes(GPU("test", room_gib / 0.9, 1, 1, 1), 0.1)
+        answer = max(b for b in range(1, 10**6) if int(GIB * (1 + b**power)) <= room)
+        calls.clear()
+        gpu = GPU("test", room_gib / 0.9, 1e15, 1e15, 1e15)
+        best = planning.largest_micro_batch(Setup(cfg(), OPTIM, 1), gpu, None, 0.1)
+        assert best.setup.micro_batch == answer, (power, room_gib)
+        assert len(set(calls)) <= 3 * math.log2(answer + 2) + 4  # gallop + bisect, not a walk

@@ -276,6 +276,8 @@ MUTANTS: list[Mutant] = [
            '"widens over the rungs" if low > 0 else "narrows over the rungs" if high < 0',
            '"narrows over the rungs" if low > 0 else "widens over the rungs" if high < 0',
            "a gap growing across the rungs is called narrowing"),
+    Mutant("plan_search_bisects_wrong_way", "planning/plan.py", "                fit = mid\n",
+           "                miss = mid\n", "the micro-batch search discards a candidate that fits"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
