@@ -202,7 +202,7 @@ def test_micro_batch_search_on_a_curved_memory_landscape(monkeypatch, power: flo
         return plan_type(setup, memory, peak <= planning.usable_bytes(gpu, headroom))
 
     monkeypatch.setattr(planning, "plan", fake_plan)
-    for room_gib in (3.5, 40.0, 1000.0):
+    for room_gib in (3.5, 40.0, 200.0):
         room = planning.usable_bytes(GPU("test", room_gib / 0.9, 1, 1, 1), 0.1)
         answer = max(b for b in range(1, 10**6) if int(GIB * (1 + b**power)) <= room)
         calls.clear()
@@ -210,3 +210,6 @@ def test_micro_batch_search_on_a_curved_memory_landscape(monkeypatch, power: flo
         best = planning.largest_micro_batch(Setup(cfg(), OPTIM, 1), gpu, None, 0.1)
         assert best.setup.micro_batch == answer, (power, room_gib)
         assert len(set(calls)) <= 3 * math.log2(answer + 2) + 4  # gallop + bisect, not a walk
+    flat = GPU("flat", 1e9, 1e15, 1e15, 1e15)  # everything fits: the search stops at its ceiling
+    best = planning.largest_micro_batch(Setup(cfg(), OPTIM, 1), flat, None, 0.1)
+    assert best.setup.micro_batch == planning.MAX_MICRO_BATCH

@@ -151,6 +151,9 @@ def fits_nowhere(p: Plan, headroom: float = HEADROOM) -> str | None:
     )
 
 
+MAX_MICRO_BATCH = 1 << 16  # the micro-batch search's ceiling (sequences per device)
+
+
 def largest_micro_batch(
     setup: Setup, gpu: GPU, mfu: float | None, headroom: float, divides: int | None = None
 ) -> Plan | None:
@@ -172,7 +175,9 @@ def largest_micro_batch(
     if not at(1).fits:
         return None
     slope = max(at(2).memory.peak - at(1).memory.peak, 1)
-    guess = max(1, 1 + (room - at(1).memory.peak) // slope)
+    # capped: a peak that barely grows with the batch (FSDP2's shards dominate) would otherwise
+    # guess billions; no run needs a micro-batch above MAX_MICRO_BATCH sequences
+    guess = min(max(1, 1 + (room - at(1).memory.peak) // slope), MAX_MICRO_BATCH // 2)
     if divides is not None:
         candidates = [b for b in range(1, divides + 1) if divides % b == 0]
     else:
@@ -186,8 +191,8 @@ def largest_micro_batch(
         fit, step = max(fit, i), 1
         while miss is None:
             if fit == len(candidates) - 1:
-                if divides is not None:
-                    break  # the largest divisor fits
+                if divides is not None or candidates[-1] >= MAX_MICRO_BATCH:
+                    break  # the largest candidate fits
                 candidates += list(range(candidates[-1] + 1, 2 * candidates[-1] + 1))
             j = min(fit + step, len(candidates) - 1)
             if at(candidates[j]).fits:
