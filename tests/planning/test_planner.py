@@ -204,7 +204,7 @@ def test_micro_batch_search_on_a_curved_memory_landscape(monkeypatch, power: flo
     monkeypatch.setattr(planning, "plan", fake_plan)
     for room_gib in (3.5, 40.0, 200.0):
         room = planning.usable_bytes(GPU("test", room_gib / 0.9, 1, 1, 1), 0.1)
-        answer = max(b for b in range(1, 10**6) if int(GIB * (1 + b**power)) <= room)
+        answer = max(b for b in range(1, planning.MAX_MICRO_BATCH) if int(GIB * (1 + b**power)) <= room)
         calls.clear()
         gpu = GPU("test", room_gib / 0.9, 1e15, 1e15, 1e15)
         best = planning.largest_micro_batch(Setup(cfg(), OPTIM, 1), gpu, None, 0.1)
