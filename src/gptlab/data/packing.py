@@ -263,7 +263,7 @@ def _pack_dataset(cfg: DataConfig, tmp: Path, fp: str, source_fp: str) -> tuple[
     train_docs = docs.select(np.flatnonzero(~is_val)) if len(docs) > 1 else docs
     texts = lambda: _texts(train_docs)  # noqa: E731
     tokenizer = build_tokenizer(
-        cfg, texts, source_fp, sample_fn=texts, train_bytes=_text_bytes(cfg, train_docs)
+        cfg, texts, source_fp, sample_fn=texts, train_bytes=lambda: _text_bytes(cfg, train_docs)
     )
     dtype = token_dtype(tokenizer.vocab_size)
     scratch = tmp / "_scratch"
@@ -294,7 +294,7 @@ def _pack_stream(cfg: DataConfig, tmp: Path, source_fp: str) -> tuple[Tokenizer,
     train_bytes = (
         None if bound is None else bound * (val_period(cfg.val_fraction) - 1) // val_period(cfg.val_fraction)
     )
-    tokenizer = build_tokenizer(cfg, texts, source_fp, sample_fn=texts, train_bytes=train_bytes)
+    tokenizer = build_tokenizer(cfg, texts, source_fp, sample_fn=texts, train_bytes=lambda: train_bytes)
     dtype = token_dtype(tokenizer.vocab_size)
     num_proc = max(1, cfg.num_proc)
     if (

@@ -362,7 +362,7 @@ def _cached_bpe(
     cfg: DataConfig,
     documents_fn: Callable[[], Iterable[str]],
     source_fp: str,
-    train_bytes: int | None = None,
+    train_bytes: Callable[[], int | None] | None = None,
 ) -> BPETokenizer:
     key = hashlib.sha256(tokenizer_identity(cfg, source_fp).encode()).hexdigest()[:16]
     out = resolve_path(cfg.cache_dir) / "tokenizers" / f"bpe{cfg.bpe_vocab_size}-{key}"
@@ -377,10 +377,11 @@ def _cached_bpe(
     )
     train = BPETokenizer.train_rustbpe if cfg.bpe_trainer == "rustbpe" else BPETokenizer.train
     budget = cfg.bpe_train_bytes
-    if budget is not None and (train_bytes is None or train_bytes > budget):
-        how = "spread over" if train_bytes else "the first bytes of (size unknown)"
+    total = train_bytes() if train_bytes is not None and budget is not None else None  # only when training
+    if budget is not None and (total is None or total > budget):
+        how = "spread over" if total else "the first bytes of (size unknown)"
         log.info("BPE training sample: %d bytes %s the train documents (data.bpe_train_bytes)", budget, how)
-    bpe = train(training_sample(documents_fn(), budget, train_bytes), cfg.bpe_vocab_size)
+    bpe = train(training_sample(documents_fn(), budget, total), cfg.bpe_vocab_size)
     if bpe.vocab_size < cfg.bpe_vocab_size:
         log.warning(
             "BPE reached only %d of data.bpe_vocab_size=%d ids: the corpus has too few merges",
@@ -400,10 +401,10 @@ def build_tokenizer(
     documents_fn: Callable[[], Iterable[str]],
     source_fp: str | None = None,
     sample_fn: Callable[[], Iterable[str]] | None = None,
-    train_bytes: int | None = None,
+    train_bytes: Callable[[], int | None] | None = None,
 ) -> Tokenizer:
-    """The configured tokenizer; documents_fn (train texts, `train_bytes` of them when known) is
-    only called when BPE must train, and read up to data.bpe_train_bytes.
+    """The configured tokenizer; documents_fn (train texts) and train_bytes (their size, when it
+    can be known) are only called when BPE must train, which reads up to data.bpe_train_bytes.
 
     A BPE is then encoded through tiktoken if data.bpe_encoder allows and its ids are identical to
     `tokenizers`' on the first texts of sample_fn (packing passes the train texts) and the probes."""

@@ -213,7 +213,7 @@ MUTANTS: list[Mutant] = [
     Mutant("bpe_sample_first_bytes", "data/tokenizers.py", "if kept <= seen * share:", "if kept <= seen:",
            "the sample is the split's first bytes, not spread over it"),
     Mutant("bpe_sample_unbounded", "data/tokenizers.py",
-           "bpe = train(training_sample(documents_fn(), budget, train_bytes), cfg.bpe_vocab_size)",
+           "bpe = train(training_sample(documents_fn(), budget, total), cfg.bpe_vocab_size)",
            "bpe = train(documents_fn(), cfg.bpe_vocab_size)", "data.bpe_train_bytes is ignored"),
     Mutant("bpe_sample_not_in_cache_key", "data/tokenizers.py", 'return f":sample{budget}"', 'return ""',
            "a tokenizer trained on a sample is served for the whole split (and back)"),
