@@ -179,6 +179,40 @@ def test_losses_falling_with_ln_n_unslowed_get_the_log_linear_limit_and_its_extr
     assert ext["crossover N"] == "none in range"
 
 
+def test_the_figure_promises_a_dashed_extrapolation_only_when_a_curve_is_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Losses that rise with N (the depth ladder's post-norm arm did) fit no falling curve: the figure
+    shows the points, and its title says so instead of naming a dashed line that is not there."""
+    import matplotlib.axes
+
+    from gptlab.ablation.sweep_dir import read_record
+    from gptlab.analysis.arms import arrange
+    from gptlab.analysis.jobs import read_sweep
+    from gptlab.analysis.ladder import analyse
+    from gptlab.analysis.ladder_report import ladder_figure
+
+    titles: list[str] = []
+    set_title = matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "set_title",
+        lambda ax, t, *a, **k: (titles.append(t), set_title(ax, t, *a, **k)),
+    )
+
+    def figure_title(laws: dict, root: Path) -> str:
+        make_sweep(root, laws, rng_seed=3)
+        record = read_record(root)
+        ladder_figure(analyse(arrange(read_sweep(root), record), record), "ladder", root / "figures")
+        return titles[-1]
+
+    rising = {"gelu": lambda n: 1.5 + 0.05 * math.log(n), "swiglu": lambda n: 1.6 + 0.06 * math.log(n)}
+    assert "dashed" not in figure_title(rising, tmp_path / "rising")
+    a = 1.0 * n_of(24) ** 0.3
+    falling = {"gelu": (1.8, a, 0.3), "swiglu": (1.8, 0.8 * a, 0.3)}
+    assert "dashed: extrapolated to 10× N" in figure_title(falling, tmp_path / "falling")
+
+
 def test_a_missing_job_makes_the_verdict_incomplete(tmp_path: Path) -> None:
     a = 1.0 * n_of(24) ** 0.3
     make_sweep(tmp_path, {"gelu": (1.8, a, 0.3), "swiglu": (1.8, 0.8 * a, 0.3)}, missing=(40,))

@@ -117,6 +117,13 @@ def trend_table(res: LadderResult) -> str:
     return table(head, rows)
 
 
+def ladder_title(experiment: str, extrapolated: bool) -> str:
+    """The figure's title names the dashed extrapolation only when a curve was fitted and drawn."""
+    if extrapolated:
+        return f"{experiment}: loss against size (dashed: extrapolated to {EXTRAPOLATE:g}× N)"
+    return f"{experiment}: loss against size (no curve fits: points only)"
+
+
 def ladder_figure(res: LadderResult, experiment: str, out: Path) -> Path | None:
     """Final val loss against N, log-log: points (mean, 95% t CI over seeds) per arm, the fitted
     curve over the rungs (solid) and extrapolated to EXTRAPOLATE × the largest N (dashed)."""
@@ -153,7 +160,8 @@ def ladder_figure(res: LadderResult, experiment: str, out: Path) -> Path | None:
                 name = f"{arm}: α → 0 limit, −{f.slope.value:.4f}·ln N" if f.slope else arm
             ax.plot(inside, f.curve(inside), "-", color=color, label=name)
             ax.plot(beyond, f.curve(beyond), "--", color=color)
-    if any(fits.get(a) and fits[a].curve is not None for a in res.arms):
+    extrapolated = any(fits.get(a) and fits[a].curve is not None for a in res.arms)
+    if extrapolated:
         n_top = max(e.n for e in res.table.values() if e.n is not None)
         ax.axvline(EXTRAPOLATE * n_top, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log")
@@ -164,7 +172,7 @@ def ladder_figure(res: LadderResult, experiment: str, out: Path) -> Path | None:
     ax.yaxis.set_minor_formatter(FormatStrFormatter("%.2f"))
     ax.set_xlabel("non-embedding parameters N (log)")
     ax.set_ylabel("final val loss at the best LR (log)")
-    ax.set_title(f"{experiment}: loss against size (dashed: extrapolated to {EXTRAPOLATE:g}× N)")
+    ax.set_title(ladder_title(experiment, extrapolated))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ class ParamReport:
     non_embedding: int  # the N of the 6·N FLOP rule (GPT.num_params(exclude_embedding=True))
 
 
-def _component(name: str) -> str:
+def component(name: str) -> str:
     """Which report row a parameter name belongs to (the names are fixed by docs/architecture.md;
     a block's QK-norm gains, attn.q_norm / attn.k_norm, count as attention)."""
     head = name.split(".")[0]
@@ -56,14 +56,20 @@ def _component(name: str) -> str:
     raise ValueError(f"parameter {name!r} fits none of the report's components {COMPONENTS}")
 
 
+def by_component(numels: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Sum (parameter name, element count) pairs into the report's rows, every row present."""
+    counts = dict.fromkeys(COMPONENTS, 0)
+    for name, n in numels:
+        counts[component(name)] += n
+    return counts
+
+
 def param_report(cfg: GPTConfig) -> ParamReport:
     """Count parameters per component by building the model on the meta device (no memory used)."""
     with torch.device("meta"):
         model = GPT(cfg)
-    counts = dict.fromkeys(COMPONENTS, 0)
     # named_parameters() yields a shared tensor once, under its first name (tok_emb.weight)
-    for name, p in model.named_parameters():
-        counts[_component(name)] += p.numel()
+    counts = by_component((name, p.numel()) for name, p in model.named_parameters())
     total = sum(counts.values())
     saves = cfg.vocab_size * cfg.n_embd
     total_untied = total if not cfg.tie_embeddings else total + saves

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gptlab.analysis.params import COMPONENTS, _component
+from gptlab.analysis.params import by_component
 from gptlab.hardware import GPU, GPUS
 from gptlab.model import GPT, GPTConfig
 from gptlab.planning.mfu import MFURow, table_mfu
@@ -75,17 +75,8 @@ def param_counts(cfg: GPTConfig) -> tuple[dict[str, int], int]:
     token (GPT.flops_per_token), from the model built on the meta device."""
     with torch.device("meta"):
         model = GPT(cfg)
-    counts = dict.fromkeys(COMPONENTS, 0)
-    for name, p in model.named_parameters():
-        counts[_component(name)] += p.numel()
+    counts = by_component((name, p.numel()) for name, p in model.named_parameters())
     return counts, model.flops_per_token()
-
-
-def by_component(numels: dict[str, int]) -> dict[str, int]:
-    counts = dict.fromkeys(COMPONENTS, 0)
-    for name, n in numels.items():
-        counts[_component(name)] += n
-    return counts
 
 
 def recompute_factor(cfg: GPTConfig) -> float:
@@ -123,7 +114,7 @@ def plan(setup: Setup, gpu: GPU, mfu: float | None = None, headroom: float = HEA
         memory=memory,
         usable=usable_bytes(gpu, headroom),
         params=params,
-        params_device=by_component(memory.params_per_device),
+        params_device=by_component(memory.params_per_device.items()),
         flops_per_token=fpt,
         speed=speed(setup, gpu, fpt, mfu, sum(params.values())),
     )

@@ -144,16 +144,12 @@ def autocast(precision: str) -> contextlib.AbstractContextManager:
 
 
 def shard(model: torch.nn.Module, mesh: Any, setup: Setup) -> None:
-    """FSDP2 as `training.strategies.parallelize` applies it: each block, then the root (which
-    keeps the embedding and the tied head), the precision's MixedPrecisionPolicy."""
-    from torch.distributed.fsdp import fully_shard
-
-    from gptlab.training.strategies import mixed_precision_policy
+    """FSDP2 as `training.strategies.parallelize` applies it (the same function: each block, then
+    the root), with the precision's MixedPrecisionPolicy."""
+    from gptlab.training.strategies import mixed_precision_policy, shard_blocks_then_root
 
     mp = mixed_precision_policy(setup.precision, setup.fsdp_mixed_precision)
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=setup.reshard_after_forward)
-    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=setup.reshard_after_forward)
+    shard_blocks_then_root(model, mesh, mp, setup.reshard_after_forward)
 
 
 def init_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:

@@ -138,17 +138,11 @@ def parallelize(module: Any, fsdp: dict[str, Any] | None, compile_model: bool) -
         else None
     )
     if mesh is not None:
-        from torch.distributed.fsdp import fully_shard
-
         fsdp = fsdp or {}
         dp_mesh = mesh["data_parallel"]
         mp = mixed_precision_policy(str(module.trainer.precision), bool(fsdp.get("mixed_precision", True)))
-        reshard = bool(fsdp.get("reshard_after_forward", True))
         # activation checkpointing is the model's own (model.activation_checkpointing, GPT.forward)
-        for block in model.blocks:
-            fully_shard(block, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
-        # the tied embedding / head stay together in the root unit
-        fully_shard(model, mesh=dp_mesh, mp_policy=mp, reshard_after_forward=reshard)
+        shard_blocks_then_root(model, dp_mesh, mp, bool(fsdp.get("reshard_after_forward", True)))
         _sum_then_divide([*model.blocks, model], dp_mesh)
         if any(p.is_meta for p in model.parameters()):
             model.to_empty(device=module.trainer.strategy.root_device)
@@ -156,6 +150,17 @@ def parallelize(module: Any, fsdp: dict[str, Any] | None, compile_model: bool) -
     if compile_model:
         compile_blocks(model)
     model._gptlab_parallelized = True
+
+
+def shard_blocks_then_root(model: Any, mesh: Any, mp_policy: Any, reshard_after_forward: bool) -> None:
+    """FSDP2's units: one per block, then the root, which keeps the embedding, the final norm and
+    the (tied) head together. The planner (planning.step.shard) shards through this same function,
+    so what it measures is what training runs."""
+    from torch.distributed.fsdp import fully_shard
+
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
 
 
 def mixed_precision_policy(precision: str, enabled: bool) -> Any:
