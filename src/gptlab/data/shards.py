@@ -364,7 +364,7 @@ def _one_layout(shards: list[Shard]) -> None:
             )
 
 
-def _tokenizer(cfg: DataConfig) -> tuple[Tokenizer, int, str]:
+def shard_tokenizer(cfg: DataConfig) -> tuple[Tokenizer, int, str]:
     """(tokenizer, vocabulary bound for the id check, where the bound came from)."""
     if cfg.vocab_size is not None and cfg.vocab_size < 1:
         raise ValueError(f"data.vocab_size={cfg.vocab_size!r} must be a positive integer or null")
@@ -427,7 +427,7 @@ def open_shards(cfg: DataConfig) -> ShardedData:
             f"data.path={cfg.path!r}: every matched shard is also in data.val_path; no train shards left"
         )
     _one_layout(train + val)
-    tokenizer, vocab, what = _tokenizer(cfg)
+    tokenizer, vocab, what = shard_tokenizer(cfg)
     cache_root = resolve_path(cfg.cache_dir)
     new = [s for s in train + val if not _scanned(s, cache_root)]
     if new:

@@ -278,6 +278,8 @@ MUTANTS: list[Mutant] = [
            "a gap growing across the rungs is called narrowing"),
     Mutant("plan_search_bisects_wrong_way", "planning/plan.py", "                fit = mid\n",
            "                miss = mid\n", "the micro-batch search discards a candidate that fits"),
+    Mutant("plan_vocab_from_model_only", "planning/vocab.py", "    if ids > model_vocab:",
+           "    if False:", "the logits planned at model.vocab_size, not the tokenizer's size train.py uses"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

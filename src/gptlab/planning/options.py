@@ -93,13 +93,17 @@ def world_size(cfg: TrainConfig) -> int:
 def setup_from(cfg: TrainConfig) -> Setup:
     """The setup one device of `python train.py <the same overrides>` runs on a GPU machine:
     precision auto is bf16-mixed (every listed GPU has bf16), the model's architecture as train.py
-    resolves it (model.init_from reads the checkpoint's config.json)."""
+    resolves it (the vocabulary grown to the data's tokenizer; model.init_from reads the
+    checkpoint's config.json)."""
+    from gptlab.planning.vocab import planned_vocab
     from gptlab.training.app import model_config
 
     t = cfg.trainer
     precision = "bf16-mixed" if t.precision == "auto" else str(t.precision)
+    vocab, vocab_source = planned_vocab(cfg.model.vocab_size, cfg.data)
     return Setup(
-        model=model_config(cfg, cfg.model.vocab_size),
+        model=model_config(cfg, vocab),
+        vocab_source=vocab_source,
         optim=cfg.optim,
         micro_batch=cfg.data.batch_size,
         accumulate=t.accumulate_grad_batches,

@@ -70,8 +70,8 @@ def format_plan(p: Plan, tokens: float | None = None) -> str:
     cfg = s.model
     lines = [
         f"model      {cfg.n_layer} layers, d={cfg.n_embd}, {cfg.n_head} heads, ffn {cfg.ffn} "
-        f"{cfg.hidden_dim}, T={cfg.block_size}, vocab {cfg.vocab_size} (model.vocab_size: train.py "
-        "grows it to the tokenizer's)",
+        f"{cfg.hidden_dim}, T={cfg.block_size}, vocab {cfg.vocab_size:,}"
+        + (f" ({s.vocab_source})" if s.vocab_source else ""),
         f"setup      {describe(s)}",
         "",
         f"{'parameters':<14}{'total':>12}{'per device':>14}",

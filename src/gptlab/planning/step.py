@@ -66,6 +66,7 @@ class Setup:
     precision: str = "bf16-mixed"
     fsdp_mixed_precision: bool = True
     reshard_after_forward: bool = True
+    vocab_source: str = ""  # where model.vocab_size came from (planning.vocab), for the report
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
