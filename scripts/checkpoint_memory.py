@@ -1,6 +1,8 @@
 """Activation memory of one training step with model.activation_checkpointing=none, selective, full.
 
-usage: python scripts/checkpoint_memory.py [model=<preset>] [key=value ...]
+usage: python scripts/checkpoint_memory.py [--rounds N] [model=<preset>] [key=value ...]
+
+--rounds N also times one step per mode (N interleaved rounds) against the planner's recompute factor.
 
 The overrides compose conf/train.yaml as train.py does; the model and data.batch_size are measured
 on real CPU tensors with torch's MemTracker (gptlab.bench.checkpoint_memory). See docs/performance.md.

@@ -86,3 +86,38 @@ def test_bad_override_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "none, full, selective" in err, err
+
+
+def test_rounds_time_every_mode_beside_the_planners_factor(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--rounds 2`: two timed steps per mode, and the planner's factor written out by hand: full
+    recomputes every block's forward (+1/3), selective every 2nd of 2 blocks (+1/6), none nothing.
+    (The measured ratios are printed, not asserted: wall time on a shared machine is no test.)"""
+    tiny = [
+        "model.n_layer=2",
+        "model.n_embd=32",
+        "model.n_head=2",
+        "model.block_size=32",
+        "data.batch_size=2",
+    ]
+    assert checkpoint_memory.main(["--rounds", "2", *tiny]) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(r"^\| (none|full|selective) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$", out, re.M)
+    assert [r[0] for r in rows] == ["none", "full", "selective"], out
+    factors = {mode: float(f) for mode, _, _, f in rows}
+    assert factors == {
+        "none": 1.0,
+        "full": pytest.approx(4 / 3, abs=5e-3),
+        "selective": pytest.approx(7 / 6, abs=5e-3),
+    }
+    assert float(rows[0][2]) == 1.0 and all(float(ms) > 0 for _, ms, _, _ in rows)
+    cfg = checkpoint_memory.GPTConfig(n_layer=2, n_embd=32, n_head=2, block_size=32)
+    times = checkpoint_memory.step_seconds(cfg, 2, rounds=3)
+    assert {m: len(t) for m, t in times.items()} == {"none": 3, "full": 3, "selective": 3}
+
+
+def test_negative_rounds_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        checkpoint_memory.main(["--rounds", "-1"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--rounds" in err, err

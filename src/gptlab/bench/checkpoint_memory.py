@@ -1,4 +1,5 @@
-"""What model.activation_checkpointing saves, measured on real tensors (scripts/checkpoint_memory.py).
+"""What model.activation_checkpointing saves and costs, measured on real tensors
+(scripts/checkpoint_memory.py).
 
 One training step of the model as composed (forward, next-token cross-entropy, backward, AdamW step)
 on a random batch of data.batch_size windows, per mode, under torch's `MemTracker`: it attributes
@@ -6,11 +7,18 @@ every live tensor storage to parameters, gradients, optimizer state, activations
 keeps for backward, and what recomputation rebuilds) or temporaries, and keeps each kind's peak. A
 first, untracked step creates AdamW's state, so the tracked step is a steady-state one. Real
 arithmetic on the CPU: it measures the shapes it is given, so use CPU-sized models.
+
+With `--rounds N` it also times the step of each mode (N interleaved rounds, so a noisy machine
+slows every mode alike; the median per mode) and prints the ratio to `none` beside the planner's
+recompute factor (planning.plan.recompute_factor: 1 + the checkpointed share of blocks / 3).
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import statistics
+import time
 from typing import Any
 
 import torch
@@ -56,6 +64,42 @@ def compare(cfg: GPTConfig, batch_size: int) -> dict[str, dict[str, int]]:
     }
 
 
+def step_seconds(cfg: GPTConfig, batch_size: int, rounds: int, seed: int = 0) -> dict[str, list[float]]:
+    """Wall seconds of one steady-state training step per mode, `rounds` rounds interleaved over
+    the modes (each mode's model, optimizer and batch built once, with the same seed)."""
+    setups = {}
+    for mode in ACTIVATION_CHECKPOINTING:
+        torch.manual_seed(seed)
+        model = GPT(dataclasses.replace(cfg, activation_checkpointing=mode))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        batch = torch.randint(0, cfg.vocab_size, (batch_size, cfg.block_size + 1))
+        _step(model, opt, batch)  # AdamW's state, and the allocator warmed
+        setups[mode] = (model, opt, batch)
+    times: dict[str, list[float]] = {mode: [] for mode in setups}
+    for _ in range(rounds):
+        for mode, (model, opt, batch) in setups.items():
+            t0 = time.perf_counter()
+            _step(model, opt, batch)
+            times[mode].append(time.perf_counter() - t0)
+    return times
+
+
+def format_times(cfg: GPTConfig, times: dict[str, list[float]]) -> str:
+    from gptlab.planning.plan import recompute_factor
+
+    base = statistics.median(times["none"])
+    lines = [
+        f"step time, median of {len(times['none'])} interleaved rounds (1 thread)",
+        "| activation_checkpointing | step (ms) | vs none | planner's recompute factor |",
+        "|---|---:|---:|---:|",
+    ]
+    for mode, ts in times.items():
+        med = statistics.median(ts)
+        factor = recompute_factor(dataclasses.replace(cfg, activation_checkpointing=mode))
+        lines.append(f"| {mode} | {med * 1e3:.1f} | {med / base:.2f} | {factor:.2f} |")
+    return "\n".join(lines)
+
+
 def format_table(cfg: GPTConfig, batch_size: int, peaks: dict[str, dict[str, Any]]) -> str:
     mib = 2**20
     lines = [
@@ -78,13 +122,21 @@ def main(argv: list[str]) -> int:
     from gptlab.compose import compose_config
     from gptlab.errors import USER_ERRORS, exit_with
 
+    parser = argparse.ArgumentParser(prog="scripts/checkpoint_memory.py", add_help=False)
+    parser.add_argument("--rounds", type=int, default=0)
+    opts, overrides = parser.parse_known_args(argv)
     torch.set_num_threads(1)
     try:
-        cfg = compose_config(argv)
+        if opts.rounds < 0:
+            raise ValueError(f"--rounds={opts.rounds} is not accepted; give 0 (no timing) or more rounds")
+        cfg = compose_config(overrides)
         model_cfg = GPTConfig.from_dict(dataclasses.asdict(cfg.model))
     except USER_ERRORS as err:
         exit_with(err)
     batch_size = cfg.data.batch_size
     print("command: python scripts/checkpoint_memory.py " + " ".join(argv))
     print(format_table(model_cfg, batch_size, compare(model_cfg, batch_size)))
+    if opts.rounds:
+        print()
+        print(format_times(model_cfg, step_seconds(model_cfg, batch_size, opts.rounds)))
     return 0
