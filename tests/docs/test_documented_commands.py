@@ -231,6 +231,7 @@ COMMANDS: dict[str, str] = {
     "python scripts/bench.py model=gpt2 model.block_size=256 data.batch_size=1 bench.threads=1 bench.warmup=2 "
     "bench.repeats=2 bench.tokenize=false": "test_bench_gpt2_shape",
     "python scripts/checkpoint_memory.py": "tests/bench/test_checkpoint_memory.py::test_script_prints_one_row_per_mode",
+    "python scripts/checkpoint_memory.py --rounds 20": "tests/bench/test_checkpoint_memory.py::test_rounds_time_every_mode_beside_the_planners_factor",
     "python scripts/check_compile.py": (
         "not runnable here: compiles 8 placement x FFN combinations with inductor (gcc), minutes on a cold "
         "cache; one combination through the script's own function is tests/bench/test_compile.py"
