@@ -111,6 +111,24 @@ def test_fsdp_shards_per_device_as_dim0_chunks() -> None:
     assert sum(single.params_device.values()) == model.num_params()
 
 
+def test_fsdp_clipping_costs_no_more_than_its_norms() -> None:
+    """Clipping allocates one norm per gradient and a coefficient: a few bytes each, on a GPU as
+    here. 16 blocks on a short sequence over 8 fake ranks (each FSDP2 unit's transient buffers are
+    a 16th of the model, its activations tiny): the peak with clipping is the peak without, give
+    or take those scalars. The planner's first
+    version counted DTensor's sharding propagation of the first clip, which runs on fake tensors
+    of the global shape, as if it were allocated: the whole model in fp32 on every rank."""
+    wide = cfg(n_embd=128, n_head=4, block_size=8, vocab_size=64, n_layer=16)
+    gpu = GPU("test", 80, 1e15, 1e15, 1e15)
+    setup = Setup(wide, OPTIM, 1, world_size=8, fsdp=True, precision="32-true")
+    clipped = measure(setup)
+    unclipped = measure(setup.replace(optim=dataclasses.replace(OPTIM, grad_clip=0.0)))
+    tensors = len(list(GPT(wide).parameters()))
+    whole_model = 4 * GPT(wide).num_params()
+    assert abs(clipped.peak - unclipped.peak) <= 64 * tensors < whole_model / 100, (clipped, unclipped)
+    assert plan(setup, gpu).memory.peak == clipped.peak
+
+
 def test_flops_per_step_match_the_flop_counter() -> None:
     """The plan's FLOPs per step (GPT.flops_per_token × tokens per step, accumulation and devices
     included) against FlopCounterMode over the same micro-batches (math SDPA: the CPU flash kernel

@@ -222,7 +222,7 @@ MUTANTS: list[Mutant] = [
            '    "Optstate": "other",',
            "AdamW's two moments vanish from the optimizer line (total unchanged)"),
     Mutant("plan_optimizer_state_not_created", "planning/step.py",
-           "        init_optimizer_state(model, opt)\n", "        pass\n",
+           "        init_optimizer_state(model, opt, setup)\n", "        pass\n",
            "the measured step is AdamW's first: its peak holds no optimizer state"),
     Mutant("plan_autocast_dropped", "planning/step.py", 'return torch.autocast("cpu", dtype=torch.bfloat16)',
            "return contextlib.nullcontext()", "bf16-mixed planned with fp32 activations"),
@@ -278,6 +278,9 @@ MUTANTS: list[Mutant] = [
            "a gap growing across the rungs is called narrowing"),
     Mutant("plan_search_bisects_wrong_way", "planning/plan.py", "                fit = mid\n",
            "                miss = mid\n", "the micro-batch search discards a candidate that fits"),
+    Mutant("plan_clip_propagation_counted", "planning/step.py", "    update(model, opt, setup)\n",
+           "    opt.step()\n    opt.zero_grad(set_to_none=True)\n",
+           "FSDP2's first clip propagates shardings on global-shape fakes, counted as the whole model"),
     Mutant("plan_vocab_from_model_only", "planning/vocab.py", "    if ids > model_vocab:",
            "    if False:", "the logits planned at model.vocab_size, not the tokenizer's size train.py uses"),
 ]

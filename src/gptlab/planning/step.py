@@ -153,11 +153,24 @@ def shard(model: torch.nn.Module, mesh: Any, setup: Setup) -> None:
     shard_blocks_then_root(model, mesh, mp, setup.reshard_after_forward)
 
 
-def init_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
-    """AdamW creates its moments at its first step; a step on zero gradients creates them before
-    the measured step, so its peak holds them as every later step's does."""
+def init_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer, setup: Setup) -> None:
+    """AdamW creates its moments at its first step; an update on zero gradients creates them before
+    the measured step, so its peak holds them as every later step's does.
+
+    The update clips as the measured one does. Under FSDP2 that matters: DTensor's first call of an
+    op on a placement runs it on fake tensors of the *global* shape to propagate shardings (cached
+    afterwards). On a GPU those are never allocated; under the planner's trackers they are, and the
+    first clip of a 7B model's gradients counted the whole model in fp32 (25 GiB a device) as the
+    step's peak. Warmed here, the measured step sees only what a real step allocates."""
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
+    update(model, opt, setup)
+
+
+def update(model: torch.nn.Module, opt: torch.optim.Optimizer, setup: Setup) -> None:
+    """What follows the last backward of a step: global-norm clipping, the optimizer, zero_grad."""
+    if setup.optim.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), setup.optim.grad_clip, foreach=True)
     opt.step()
     opt.zero_grad(set_to_none=True)
 
@@ -176,10 +189,7 @@ def train_step(
             loss = module._loss(batch)
         (loss / setup.accumulate).backward()
         del loss
-    if setup.optim.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(module.model.parameters(), setup.optim.grad_clip, foreach=True)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    update(module.model, opt, setup)
 
 
 def measure(setup: Setup) -> Memory:
@@ -201,7 +211,7 @@ def measure(setup: Setup) -> Memory:
         if setup.fsdp:
             shard(model, mesh, setup)
         opt = build_adamw(model, setup.optim, "cuda")  # fused, as on a GPU
-        init_optimizer_state(model, opt)
+        init_optimizer_state(model, opt, setup)
         T = setup.model.block_size
         batch = torch.randint(0, setup.model.vocab_size, (setup.micro_batch, T + 1))
         tracker = _tracker(model, opt, batch, setup)
