@@ -166,8 +166,9 @@ def largest_micro_batch(
     if not at(1).fits:
         return None
     slope = max(at(2).memory.peak - at(1).memory.peak, 1)
-    # capped: a peak that barely grows with the batch (FSDP2's shards dominate) would otherwise
-    # guess billions; no run needs a micro-batch above MAX_MICRO_BATCH sequences
+    # capped: a peak that does not grow from 1 to 2 (the step's peak outside forward and backward,
+    # as a mis-counted FSDP2 clip once made it: docs/pitfalls.md) would otherwise guess billions;
+    # no run needs a micro-batch above MAX_MICRO_BATCH sequences
     guess = min(max(1, 1 + (room - at(1).memory.peak) // slope), MAX_MICRO_BATCH // 2)
     if divides is not None:
         candidates = [b for b in range(1, divides + 1) if divides % b == 0]
