@@ -46,6 +46,22 @@ def test_missing_gpu_and_bad_option(capsys: pytest.CaptureFixture[str]) -> None:
     assert "plan.bogus" in one_line_error(capsys, [*TINY, "plan.gpu=H200", "plan.bogus=1"])
 
 
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("data.batch_size=0", "data.batch_size=0"),
+        ("trainer.accumulate_grad_batches=0", "trainer.accumulate_grad_batches=0"),
+        ("trainer.num_nodes=0", "trainer.devices × trainer.num_nodes=0"),
+    ],
+)
+def test_a_zero_size_is_one_line_before_any_fake_step(
+    capsys: pytest.CaptureFixture[str], override: str, key: str
+) -> None:
+    """These crashed with a ZeroDivisionError traceback after a fake step of zero sequences."""
+    err = one_line_error(capsys, [*TINY, override, "plan.gpu=H200"])
+    assert key in err and "positive integer" in err, err
+
+
 def test_a_config_that_fits_no_listed_gpu_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     """The fp32 logits alone of 512 × 4096 positions × 32,000 ids are 250 GiB: beyond an H200."""
     argv = [*TINY[:-1], "model.block_size=4096", "model.vocab_size=32000", "data.batch_size=512"]

@@ -69,6 +69,13 @@ class Setup:
     vocab_source: str = ""  # where model.vocab_size came from (planning.vocab), for the report
 
     def __post_init__(self) -> None:
+        for key, value in (
+            ("data.batch_size", self.micro_batch),
+            ("trainer.accumulate_grad_batches", self.accumulate),
+            ("trainer.devices × trainer.num_nodes", self.world_size),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{key}={value!r} cannot be planned; give a positive integer")
         if self.precision not in PRECISIONS:
             raise ValueError(
                 f"trainer.precision={self.precision!r} cannot be planned; accepted: auto, "
