@@ -24,6 +24,8 @@ from gptlab.model import GPT, GPTConfig
 CFG = GPTConfig(n_layer=4, n_embd=32, n_head=2, block_size=32, activation_checkpointing_every=2)
 BATCH = 4
 
+TINY = ["model.n_layer=2", "model.n_embd=32", "model.n_head=2", "model.block_size=32", "data.batch_size=2"]
+
 
 def saved_bytes_per_block(cfg: GPTConfig, batch_size: int) -> list[int]:
     torch.manual_seed(0)
@@ -66,14 +68,7 @@ def test_memtracker_saving_matches_the_saved_tensor_bytes() -> None:
 
 def test_script_prints_one_row_per_mode(capsys: pytest.CaptureFixture[str]) -> None:
     """The documented command's entry point (scripts/checkpoint_memory.py → main) at a tiny size."""
-    tiny = [
-        "model.n_layer=2",
-        "model.n_embd=32",
-        "model.n_head=2",
-        "model.block_size=32",
-        "data.batch_size=2",
-    ]
-    assert checkpoint_memory.main(tiny) == 0
+    assert checkpoint_memory.main(TINY) == 0
     out = capsys.readouterr().out
     rows = dict(re.findall(r"^\| (none|full|selective) \|.*\| ([0-9.]+) \|$", out, re.M))
     assert set(rows) == {"none", "full", "selective"}, out
@@ -92,14 +87,7 @@ def test_rounds_time_every_mode_beside_the_planners_factor(capsys: pytest.Captur
     """`--rounds 2`: two timed steps per mode, and the planner's factor written out by hand: full
     recomputes every block's forward (+1/3), selective every 2nd of 2 blocks (+1/6), none nothing.
     (The measured ratios are printed, not asserted: wall time on a shared machine is no test.)"""
-    tiny = [
-        "model.n_layer=2",
-        "model.n_embd=32",
-        "model.n_head=2",
-        "model.block_size=32",
-        "data.batch_size=2",
-    ]
-    assert checkpoint_memory.main(["--rounds", "2", *tiny]) == 0
+    assert checkpoint_memory.main(["--rounds", "2", *TINY]) == 0
     out = capsys.readouterr().out
     rows = re.findall(r"^\| (none|full|selective) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$", out, re.M)
     assert [r[0] for r in rows] == ["none", "full", "selective"], out

@@ -14,14 +14,7 @@ from gptlab.hardware import lookup
 from gptlab.planning.cli import main
 from gptlab.planning.options import setup_from
 from gptlab.planning.plan import plan
-
-TINY = [
-    "model=pre_rmsnorm_swiglu",
-    "model.n_layer=1",
-    "model.n_embd=48",
-    "model.n_head=4",
-    "model.block_size=32",
-]
+from tests.planning.test_plan_cli import TINY
 
 
 def planned(*overrides: str) -> int:
