@@ -81,6 +81,7 @@ COMMANDS: dict[str, str] = {
     # README, "Two commands"
     "make train": "test_make_train_then_the_interop_chain",
     "make test": "test_make_test_fast_and_lint",
+    "TEST_WORKERS=0 make test": "test_make_test_fast_and_lint",
     "make test-fast": "test_make_test_fast_and_lint",
     "make lint": "test_make_test_fast_and_lint",
     "make sweep EXPERIMENT=ablate_ffn": "test_ablate_ffn_through_make_sweep_and_report",
@@ -974,6 +975,7 @@ def tools(work: Path, cache: Path) -> dict[str, object]:
             run_argv(make("test-fast", self_test), REPO),
             run_argv(make("test", self_test), REPO),
             run_argv(make("lint"), REPO),
+            run_argv(make("test", "TEST_WORKERS=0", self_test), REPO),
         ],
         "mutants": lambda: run_argv(make("mutants", "ARGS=--list --check"), REPO),
     }  # fmt: skip
@@ -1022,9 +1024,12 @@ def test_unigram_reference_heredoc(tools: dict[str, object]) -> None:
 
 @pytest.mark.slow
 def test_make_test_fast_and_lint(tools: dict[str, object]) -> None:
-    fast, full, lint = result(tools, "make")
+    fast, full, lint, serial = result(tools, "make")
     assert "1 passed" in fast.ok().stdout and "1 passed" in full.ok().stdout, (fast.stdout, full.stdout)
     lint.ok()
+    # make test's two xdist workers, and TEST_WORKERS=0's serial run without them
+    assert "bringing up nodes" in full.stdout and "1 passed" in serial.ok().stdout, serial.stdout
+    assert "bringing up nodes" not in serial.stdout, serial.stdout
 
 
 @pytest.mark.slow
