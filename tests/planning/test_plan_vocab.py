@@ -77,12 +77,22 @@ def test_the_printed_plan_names_where_the_vocabulary_came_from(capsys: pytest.Ca
     )
 
 
-def test_a_tokenizer_train_py_could_not_load_is_one_line_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        (["data.tokenizer=pretrained", "data.tokenizer_path={tmp}/nowhere/tokenizer.json"], "nowhere"),
+        (["data.tokenizer=pretrained"], "needs data.tokenizer_path"),
+        (["data.tokenizer=bpe", "data.bpe_vocab_size=100"], "data.bpe_vocab_size=100 must be in 257.."),
+        (["data.tokenizer=sentencepiece"], "byte, bpe, pretrained, tiktoken"),
+    ],
+)
+def test_a_tokenizer_train_py_would_refuse_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], overrides: list[str], says: str
 ) -> None:
-    missing = tmp_path / "nowhere" / "tokenizer.json"
+    """Refused as train.py refuses it, not planned at the preset's vocabulary."""
+    argv = [o.format(tmp=tmp_path) for o in overrides]
     with pytest.raises(SystemExit) as info:
-        main([*TINY, "data.tokenizer=pretrained", f"data.tokenizer_path={missing}", "plan.gpu=H200"])
+        main([*TINY, *argv, "plan.gpu=H200"])
     assert info.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("error: ") and "nowhere" in err, err
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and says in err, err

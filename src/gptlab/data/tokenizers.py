@@ -285,7 +285,8 @@ def load_tokenizer(directory: str | os.PathLike[str]) -> Tokenizer:
     return PretrainedTokenizer(directory, name=name)
 
 
-def _check_choice(cfg: DataConfig) -> None:
+def check_tokenizer_settings(cfg: DataConfig) -> None:
+    """The data.tokenizer settings train.py refuses before building anything (one line each)."""
     if cfg.tokenizer not in TOKENIZERS:
         raise ValueError(
             f"data.tokenizer={cfg.tokenizer!r} is not accepted; choose one of {', '.join(TOKENIZERS)}"
@@ -313,7 +314,7 @@ def _check_choice(cfg: DataConfig) -> None:
 
 def tokenizer_identity(cfg: DataConfig, source_fp: str | None = None) -> str:
     """What makes token ids differ, known before any training (keys the packed-token cache)."""
-    _check_choice(cfg)
+    check_tokenizer_settings(cfg)
     if cfg.tokenizer == "byte":
         return "byte"
     if cfg.tokenizer == "bpe":
@@ -408,7 +409,7 @@ def build_tokenizer(
 
     A BPE is then encoded through tiktoken if data.bpe_encoder allows and its ids are identical to
     `tokenizers`' on the first texts of sample_fn (packing passes the train texts) and the probes."""
-    _check_choice(cfg)
+    check_tokenizer_settings(cfg)
     if cfg.tokenizer == "byte":
         return ByteTokenizer()
     if cfg.tokenizer == "tiktoken":

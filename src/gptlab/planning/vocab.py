@@ -16,15 +16,16 @@ from gptlab.data.config import DataConfig
 
 def data_vocab(data: DataConfig) -> tuple[int, str]:
     """(ids the data's tokenizer gives the model, where that number comes from)."""
+    from gptlab.data import tokenizers
+
+    tokenizers.check_tokenizer_settings(data)  # what train.py refuses, refused here in its words
     if data.source == "tokens":
         from gptlab.data.shards import shard_tokenizer
 
         tok, bound, what = shard_tokenizer(data)
         return max(bound, tok.vocab_size), what
     if data.tokenizer == "byte":
-        from gptlab.data.tokenizers import ByteTokenizer
-
-        return ByteTokenizer.vocab_size, "data.tokenizer=byte"
+        return tokenizers.ByteTokenizer.vocab_size, "data.tokenizer=byte"
     if data.tokenizer == "bpe":
         # the most a BPE trains to (a corpus with too few merges stops short: the plan is an upper bound)
         return data.bpe_vocab_size, f"data.tokenizer=bpe data.bpe_vocab_size={data.bpe_vocab_size}"
@@ -33,19 +34,12 @@ def data_vocab(data: DataConfig) -> tuple[int, str]:
 
         tt = TiktokenTokenizer.from_setting(data.tiktoken_encoding)
         return tt.vocab_size, f"data.tiktoken_encoding={data.tiktoken_encoding} ({tt.n_ids} ids, padded)"
-    if data.tokenizer == "pretrained":
-        from gptlab.data.tokenizers import PretrainedTokenizer
-
-        if not data.tokenizer_path:
-            raise ValueError(
-                "data.tokenizer=pretrained needs data.tokenizer_path (a tokenizer.json or its directory)"
-            )
-        return PretrainedTokenizer(
-            data.tokenizer_path
-        ).vocab_size, f"data.tokenizer_path={data.tokenizer_path}"
-    from gptlab.data.config import TOKENIZERS
-
-    raise ValueError(f"data.tokenizer={data.tokenizer!r} is not accepted; accepted: {', '.join(TOKENIZERS)}")
+    if not data.tokenizer_path:  # data.tokenizer=pretrained
+        raise ValueError(
+            "data.tokenizer=pretrained needs data.tokenizer_path (a tokenizer.json or its directory)"
+        )
+    size = tokenizers.PretrainedTokenizer(data.tokenizer_path).vocab_size
+    return size, f"data.tokenizer_path={data.tokenizer_path}"
 
 
 def planned_vocab(model_vocab: int, data: DataConfig) -> tuple[int, str]:
