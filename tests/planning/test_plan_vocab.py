@@ -96,3 +96,15 @@ def test_a_tokenizer_train_py_would_refuse_is_one_line_exit_2(
     assert info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("error: ") and says in err, err
+
+
+def test_the_documented_bpe_plan_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/performance.md, Planning: `python scripts/plan.py model=llama_125m data.tokenizer=bpe
+    data.bpe_vocab_size=32768 model.block_size=2048 plan.gpu=H200` plans 32,768 ids, not 256: the
+    tied embedding is 32,768 × 768 (one fake step of the 125M shape, seconds)."""
+    argv = ["model=llama_125m", "data.tokenizer=bpe", "data.bpe_vocab_size=32768", "model.block_size=2048"]
+    assert main([*argv, "plan.gpu=H200"]) == 0
+    out = capsys.readouterr().out
+    assert "T=2048, vocab 32,768 (data.tokenizer=bpe" in out, out
+    (emb,) = [line for line in out.splitlines() if line.strip().startswith("tok_emb")]
+    assert emb.split()[1] == f"{32768 * 768 / 1e6:.2f}M", emb

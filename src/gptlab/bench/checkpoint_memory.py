@@ -35,16 +35,23 @@ def _step(model: GPT, opt: torch.optim.Optimizer, batch: torch.Tensor) -> None:
     opt.zero_grad(set_to_none=True)
 
 
+def _steady(cfg: GPTConfig, batch_size: int, seed: int) -> tuple[GPT, torch.optim.Optimizer, torch.Tensor]:
+    """A model, AdamW and a random batch after one untracked step, which creates AdamW's state:
+    every step measured after it is a steady-state one."""
+    torch.manual_seed(seed)
+    model = GPT(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = torch.randint(0, cfg.vocab_size, (batch_size, cfg.block_size + 1))
+    _step(model, opt, batch)
+    return model, opt, batch
+
+
 def step_peaks(cfg: GPTConfig, batch_size: int, seed: int = 0) -> dict[str, int]:
     """Peak bytes of one steady-state training step on the CPU: `activations`, `temporaries`,
     `parameters`, `gradients`, `optimizer` (each kind's own peak) and `total` (the step's peak)."""
     from torch.distributed._tools.mem_tracker import MemTracker
 
-    torch.manual_seed(seed)
-    model = GPT(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batch = torch.randint(0, cfg.vocab_size, (batch_size, cfg.block_size + 1))
-    _step(model, opt, batch)  # creates AdamW's state: the tracked step is a steady-state one
+    model, opt, batch = _steady(cfg, batch_size, seed)
     tracker = MemTracker()
     tracker.track_external(model, opt)
     with tracker:
@@ -67,14 +74,10 @@ def compare(cfg: GPTConfig, batch_size: int) -> dict[str, dict[str, int]]:
 def step_seconds(cfg: GPTConfig, batch_size: int, rounds: int, seed: int = 0) -> dict[str, list[float]]:
     """Wall seconds of one steady-state training step per mode, `rounds` rounds interleaved over
     the modes (each mode's model, optimizer and batch built once, with the same seed)."""
-    setups = {}
-    for mode in ACTIVATION_CHECKPOINTING:
-        torch.manual_seed(seed)
-        model = GPT(dataclasses.replace(cfg, activation_checkpointing=mode))
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        batch = torch.randint(0, cfg.vocab_size, (batch_size, cfg.block_size + 1))
-        _step(model, opt, batch)  # AdamW's state, and the allocator warmed
-        setups[mode] = (model, opt, batch)
+    setups = {
+        mode: _steady(dataclasses.replace(cfg, activation_checkpointing=mode), batch_size, seed)
+        for mode in ACTIVATION_CHECKPOINTING
+    }
     times: dict[str, list[float]] = {mode: [] for mode in setups}
     for _ in range(rounds):
         for mode, (model, opt, batch) in setups.items():

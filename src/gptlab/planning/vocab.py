@@ -4,9 +4,10 @@ train.py grows model.vocab_size to the data's tokenizer (training.app.model_conf
 that took model.vocab_size alone would size the logits of `data.tokenizer=bpe
 data.bpe_vocab_size=32768` at the model preset's vocabulary (256 for the byte-level presets): at 2k
 context the logits are most of a small model's activation memory. Here the tokenizer's size comes
-from the config and the files it names (a tokenizer.json, a .tiktoken file or tiktoken's cache, a
-shard directory's meta); no corpus is read and nothing is trained. Where train.py would fail to get
-a tokenizer (a missing file, an encoding tiktoken cannot load), the planner fails with its error.
+from the config and the files it names (a tokenizer.json, a .tiktoken file or tiktoken's cache; for
+pre-tokenized shards, data.vocab_size or data.tokenizer_path); no corpus is read and nothing is
+trained. Where train.py would fail to get a tokenizer (a missing file, an encoding tiktoken cannot
+load), the planner fails with its error.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ def data_vocab(data: DataConfig) -> tuple[int, str]:
     """(ids the data's tokenizer gives the model, where that number comes from)."""
     from gptlab.data import tokenizers
 
-    tokenizers.check_tokenizer_settings(data)  # what train.py refuses, refused here in its words
-    if data.source == "tokens":
+    if data.source == "tokens":  # shards read in place: their own tokenizer rules (data.shards)
         from gptlab.data.shards import shard_tokenizer
 
         tok, bound, what = shard_tokenizer(data)
         return max(bound, tok.vocab_size), what
+    tokenizers.check_tokenizer_settings(data)  # what train.py refuses, refused here in its words
     if data.tokenizer == "byte":
         return tokenizers.ByteTokenizer.vocab_size, "data.tokenizer=byte"
     if data.tokenizer == "bpe":
