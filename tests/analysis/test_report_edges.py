@@ -20,6 +20,7 @@ from gptlab.analysis.report import write_report
 from gptlab.analysis.tables import parse_table
 from tests.analysis.test_sweep_report import _two_depth_sweep
 from tests.conftest import run_script
+from tests.printed import Printed
 
 ENV = {"OMP_NUM_THREADS": "1"}
 LRS = ("0.001", "0.003", "0.01")
@@ -82,12 +83,12 @@ def paired(a: list[float], b: list[float]) -> tuple[float, float, float]:
     return m, m - half, m + half
 
 
-def oracle_comparison(loss: dict[Key, float]) -> tuple[str, str]:
+def oracle_comparison(loss: dict[Key, float]) -> tuple[Printed, str]:
     """(Δ cell text, what the interval alone says) for tied − untied at each one's best LR."""
     bt, bu = oracle_best(loss, "tied"), oracle_best(loss, "untied")
     m, lo, hi = paired([loss[("tied", bt, s)] for s in SEEDS], [loss[("untied", bu, s)] for s in SEEDS])
     alone = "better" if hi < 0 else "worse" if lo > 0 else "within noise"
-    return f"{m:.4f} [{lo:.4f}, {hi:.4f}]", alone
+    return Printed("{:.4f} [{:.4f}, {:.4f}]", m, lo, hi), alone
 
 
 def report(root: Path, *args: str) -> str:
@@ -179,7 +180,7 @@ def test_one_seed_has_no_t_statistic(tmp_path: Path) -> None:
     text = report(tmp_path)
     (row,) = parse_table(text, CMP)
     d = tying_loss("tied", "0.003", "1") - tying_loss("untied", "0.003", "1")
-    assert row[DELTA] == f"{d:.4f} (n=1, no CI)"
+    assert row[DELTA] == Printed("{:.4f} (n=1, no CI)", d)
     assert row["test"] == "none (1 seed)" and row["verdict"] == "1 seed: no interval"
     assert "df=" not in text and "Welch" not in text.split("## Jobs")[0].split("#### Arms")[1]
 
@@ -217,10 +218,10 @@ def test_lr_sensitivity_interval_is_clipped_at_zero(tmp_path: Path) -> None:
     half = scipy_stats.t.ppf(0.975, 2) * se
     assert m - half < 0  # the unclipped t interval leaves the range
     arms = {r["arm"]: r for r in parse_table(report(tmp_path), "#### Arms")}
-    assert arms["`tied`"][SENS] == f"{m:.4f} [0.0000, {m + half:.4f}] (clipped)"
+    assert arms["`tied`"][SENS] == Printed("{:.4f} [{:.4f}, {:.4f}] (clipped)", m, 0.0, m + half)
 
 
-def _sensitivity(curves: dict[str, list[float | None]]) -> str:
+def _sensitivity(curves: dict[str, list[float | None]]) -> Printed:
     """Wortsman et al.'s formula per seed (None: counted at ln V), then the t interval cut to [0, ln V]."""
     per_seed = []
     for curve in curves.values():
@@ -230,7 +231,7 @@ def _sensitivity(curves: dict[str, list[float | None]]) -> str:
     half = scipy_stats.t.ppf(0.975, len(per_seed) - 1) * se
     lo, hi = max(m - half, 0.0), min(m + half, INIT)
     clipped = " (clipped)" if (lo, hi) != (m - half, m + half) else ""
-    return f"{m:.4f} [{lo:.4f}, {hi:.4f}]{clipped}"
+    return Printed("{:.4f} [{:.4f}, {:.4f}]" + clipped, m, lo, hi)
 
 
 def test_diverged_run_in_lr_sensitivity_init_or_wortsman(tmp_path: Path) -> None:

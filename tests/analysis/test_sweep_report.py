@@ -11,15 +11,18 @@ import statistics
 from pathlib import Path
 
 import pytest
+from scipy import stats as scipy_stats
 from wandb.proto import wandb_internal_pb2
 
 from gptlab.analysis.jobs import read_csv_log, read_sweep
 from gptlab.analysis.tables import parse_table
 from tests.conftest import run_script
 from tests.distributed.test_multirun import wandb_records
+from tests.printed import Printed
 
 ENV = {"OMP_NUM_THREADS": "1"}
-T975_1 = 12.706  # two-sided 95% t quantile, 1 degree of freedom (2 seeds)
+T975_1 = float(scipy_stats.t.ppf(0.975, 1))  # two-sided 95% t quantile, 1 degree of freedom (2 seeds)
+INTERVAL = "{:.4f} [{:.4f}, {:.4f}]"  # mean [95% CI], as the report prints it
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +69,7 @@ def test_report_rows_and_statistics_match_metrics(sweep: Path) -> None:
         for lr, mean in means.items():
             vals = [loss[(arm, lr, s)] for s in ("1", "2")]
             half = T975_1 * statistics.stdev(vals) / math.sqrt(2)
-            assert lr_rows[f"`{arm}`"][f"lr {lr:.3g}"] == f"{mean:.4f} [{mean - half:.4f}, {mean + half:.4f}]"
+            assert lr_rows[f"`{arm}`"][f"lr {lr:.3g}"] == Printed(INTERVAL, mean, mean - half, mean + half)
         best[arm] = min(means, key=means.get)
         assert arm_rows[f"`{arm}`"]["best LR"].split()[0] == f"{best[arm]:.3g}"
         # Wortsman LR sensitivity per seed (nothing diverged here), then the mean over seeds
@@ -75,17 +78,14 @@ def test_report_rows_and_statistics_match_metrics(sweep: Path) -> None:
             - min(loss[(arm, lr, s)] for lr in (0.001, 0.01)) / 2
             for s in ("1", "2")
         ]
-        assert arm_rows[f"`{arm}`"]["LR sensitivity, mean [95% CI] over seeds"].startswith(
-            f"{statistics.fmean(sens):.4f} ["
-        )
+        sens_cell = arm_rows[f"`{arm}`"]["LR sensitivity, mean [95% CI] over seeds"]
+        assert sens_cell.split(" [")[0] == Printed("{:.4f}", statistics.fmean(sens))
     (cmp_row,) = parse_table(text, "#### Against the baseline")
     diffs = [loss[("tied", best["tied"], s)] - loss[("untied", best["untied"], s)] for s in ("1", "2")]
     d, half = statistics.fmean(diffs), T975_1 * statistics.stdev(diffs) / math.sqrt(2)
     assert cmp_row["arm"] == "`tied`" and cmp_row["test"] == "paired t (n=2)"
-    assert (
-        cmp_row["Δ final val loss (arm − baseline), mean [95% CI]"]
-        == f"{d:.4f} [{d - half:.4f}, {d + half:.4f}]"
-    )
+    delta = cmp_row["Δ final val loss (arm − baseline), mean [95% CI]"]
+    assert delta == Printed(INTERVAL, d, d - half, d + half)
     expected = "better" if d + half < 0 else "worse" if d - half > 0 else "within noise"
     assert cmp_row["verdict"] == expected
     assert (sweep / "figures" / "ablate_tying_quick_val_loss_vs_lr.png").stat().st_size > 1000
@@ -232,9 +232,10 @@ def _two_depth_sweep(root: Path) -> dict[tuple[str, str, str, str], float]:
     return loss
 
 
-def _paired(diffs: list[float]) -> str:
-    d, half = statistics.fmean(diffs), 4.303 * statistics.stdev(diffs) / math.sqrt(3)
-    return f"{d:.4f} [{d - half:.4f}, {d + half:.4f}]"
+def _paired(diffs: list[float]) -> Printed:
+    t975 = scipy_stats.t.ppf(0.975, len(diffs) - 1)
+    d, half = statistics.fmean(diffs), t975 * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return Printed(INTERVAL, d, d - half, d + half)
 
 
 def test_across_cells_table_is_the_depth_check(tmp_path: Path) -> None:
