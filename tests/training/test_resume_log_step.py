@@ -96,10 +96,11 @@ def test_resume_after_the_final_validation_logs_each_step_where_the_full_run_doe
 
     reference = rows(full / "csv" / "metrics.csv")
     assert sorted(reference) == list(range(20))
-    before, after = rows(run / "csv" / "metrics.part-0.csv"), rows(run / "csv" / "metrics.csv")
-    assert before == {s: reference[s] for s in range(10)}
-    assert after == {s: reference[s] for s in range(10, 20)}  # was steps 9..18, each one early
-    assert val_steps(run) == val_steps(full) == [19]
+    before, whole = rows(run / "csv" / "metrics.part-0.csv"), rows(run / "csv" / "metrics.csv")
+    assert before == {s: reference[s] for s in range(10)}  # the first attempt's file, kept as it was
+    assert whole == reference  # metrics.csv goes on from it: each step once, where the full run logs it
+    assert val_steps(full) == [19]
+    assert val_steps(run) == [9, 19]  # the first attempt's final validation (max_steps=10) is history
 
     # what a wandb run resumed with resume="allow" would be sent: no step of the first attempt again
     sent_first, sent_second = set(first.steps_of("train/loss")), set(second.steps_of("train/loss"))
@@ -131,5 +132,5 @@ def test_resume_after_a_sigterm_on_a_validation_step_logs_each_step_where_the_fu
     train_here(run, cache, *common, f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}")
     reference = rows(full / "csv" / "metrics.csv")
     assert rows(run / "csv" / "metrics.part-0.csv") == {s: reference[s] for s in range(5)}
-    assert rows(run / "csv" / "metrics.csv") == {s: reference[s] for s in range(5, 10)}  # was 6..10
-    assert val_steps(run) == [9] and val_steps(full) == [4, 9]
+    assert rows(run / "csv" / "metrics.csv") == reference  # whole: steps 0..4 kept, 5..9 after the resume
+    assert val_steps(run) == val_steps(full) == [4, 9]

@@ -1,9 +1,10 @@
 """WandbLogger (offline unless configured) and CSVLogger, with a fallback that never stops training.
 
 A resumed run (ckpt_path given) in a directory that already holds a run keeps both records whole:
-its wandb run continues under the same id (resume="allow", one curve on the dashboard), and the CSV
-log of the earlier attempt is kept as csv/metrics.part-N.csv (Lightning's CSVLogger would delete it);
-gptlab.analysis.jobs joins the parts.
+its wandb run continues under the same id (resume="allow", one curve on the dashboard), and
+csv/metrics.csv goes on from the earlier attempt's rows (those before the first step the resumed run
+logs; the steps it re-runs replace theirs). Lightning's CSVLogger would delete the earlier file: it
+is kept as it was, as csv/metrics.part-N.csv.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 from gptlab.config import LoggerConfig
 
@@ -36,6 +38,52 @@ def keep_csv_part(run_dir: Path) -> Path | None:
     kept = current.with_name(f"metrics.part-{n}.csv")
     current.rename(kept)
     return kept
+
+
+def earlier_rows(part: Path) -> list[dict[str, str]]:
+    """The rows of an earlier attempt's CSV log; a row cut short by a kill (fewer cells) is dropped."""
+    import csv
+
+    with part.open(newline="") as f:
+        reader = csv.DictReader(f)
+        return [r for r in reader if None not in r and None not in r.values() and r.get("step")]
+
+
+class ContinuingWriter(ExperimentWriter):
+    """Lightning's CSV writer, whose first save writes the earlier attempt's rows first: those before
+    the first step logged now (a step run again after the resume replaces its old rows)."""
+
+    def __init__(self, log_dir: str, earlier: list[dict[str, str]]) -> None:
+        super().__init__(log_dir)
+        self.earlier: list[dict[str, str]] | None = earlier
+
+    def save(self) -> None:
+        if self.earlier is not None and self.metrics:
+            first = min(int(m["step"]) for m in self.metrics)
+            self.metrics = [r for r in self.earlier if int(float(r["step"])) < first] + self.metrics
+            self.earlier = None
+        super().save()
+
+
+class ContinuingCSVLogger(CSVLogger):
+    """CSVLogger whose metrics.csv continues an earlier attempt's (kept as metrics.part-N.csv)."""
+
+    def __init__(self, save_dir: str, earlier: list[dict[str, str]]) -> None:
+        super().__init__(save_dir=save_dir, name="csv", version="")
+        self._earlier = earlier
+
+    @property
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = ContinuingWriter(self.log_dir, self._earlier)
+        return self._experiment
+
+
+def csv_logger(run_dir: Path, kept: Path | None) -> CSVLogger:
+    if kept is None:
+        return CSVLogger(save_dir=str(run_dir), name="csv", version="")
+    return ContinuingCSVLogger(str(run_dir), earlier_rows(kept))
 
 
 def ablation_fields(lr: float, seed: int, overrides: list[str], arm_key: str | None) -> dict[str, Any]:
@@ -80,11 +128,10 @@ def build_loggers(
     if cfg.mode not in WANDB_MODES:
         raise ValueError(f"logger.mode={cfg.mode!r} is not accepted; choose one of {WANDB_MODES}")
     run_id = previous_wandb_id(run_dir) if resume else None
-    if resume and rank == 0:
-        keep_csv_part(run_dir)
+    kept = keep_csv_part(run_dir) if resume and rank == 0 else None
     loggers: list[Logger] = []
     if cfg.csv:
-        loggers.append(CSVLogger(save_dir=str(run_dir), name="csv", version=""))
+        loggers.append(csv_logger(run_dir, kept))
     if cfg.wandb and cfg.mode != "disabled":
         os.environ.setdefault("WANDB_SILENT", "true")
         mode = cfg.mode
@@ -112,7 +159,7 @@ def build_loggers(
                 str(err).splitlines()[0],
             )
             if not cfg.csv:
-                loggers.append(CSVLogger(save_dir=str(run_dir), name="csv", version=""))
+                loggers.append(csv_logger(run_dir, kept))
     return loggers
 
 
