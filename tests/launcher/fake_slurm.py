@@ -176,7 +176,8 @@ def start_task(key: str, flags: dict[str, Any], script: Path, cwd: str) -> subpr
     tasks_per_node = int(flags.get("ntasks-per-node", 1))
     env = {
         **os.environ,
-        "SLURM_JOB_ID": str(next_id()),
+        # an array task has an id of its own; a plain job's is the one sbatch printed
+        "SLURM_JOB_ID": str(task["job"]) if task["index"] is None else str(next_id()),
         "SLURM_JOB_NAME": str(flags.get("job-name", script.name)),
         "SLURM_NTASKS": str(tasks_per_node),
         "SLURM_NTASKS_PER_NODE": str(tasks_per_node),

@@ -39,6 +39,7 @@ from gptlab.ablation.sweep_dir import (
     conflict,
     job_state,
     read_record,
+    record_failure,
     write_record,
 )
 
@@ -206,7 +207,9 @@ def run_grid(sweeper: Any, arguments: list[str]) -> list[Any]:
     results = sweeper.launcher.launch([job for _, job in left], initial_job_idx=left[0][0])
     for (k, _), ret in zip(left, results, strict=True):
         if ret.status == JobStatus.FAILED:  # a crash stays local: the report lists it, the sweep goes on
-            log.error("job %d failed: %s", k, one_line(ret._return_value))
+            reason = one_line(ret._return_value)
+            log.error("job %d failed: %s", k, reason)
+            record_failure(sweep_dir / str(k), reason)  # killed outright: metrics.json still "running"
     return [list(results)]
 
 

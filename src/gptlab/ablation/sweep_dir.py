@@ -140,3 +140,24 @@ def job_state(job_dir: Path) -> tuple[str, Path | None]:
     if ckpt.is_file():
         return RESUME, ckpt.resolve()
     return FRESH, None
+
+
+def record_failure(job_dir: Path, reason: str) -> bool:
+    """A job the launcher reports failed whose metrics.json still says "running" (or is missing or
+    cut short): it was killed before it could write how it ended (SIGKILL, the OOM killer, a node
+    lost). Record it as failed with the launcher's reason, so the sweep and its report count it.
+    A richer record (failed, preempted, finished) is left as it is. True when written."""
+    path = job_dir / "metrics.json"
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, ValueError):
+        status = {}
+    if not isinstance(status, dict):
+        status = {}
+    if status.get("status") not in (None, "running"):
+        return False
+    job_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({**status, "status": "failed", "error": reason}, indent=2))
+    os.replace(tmp, path)
+    return True

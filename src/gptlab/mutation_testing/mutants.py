@@ -283,6 +283,26 @@ MUTANTS: list[Mutant] = [
            "FSDP2's first clip propagates shardings on global-shape fakes, counted as the whole model"),
     Mutant("plan_vocab_from_model_only", "planning/vocab.py", "    if ids > model_vocab:",
            "    if False:", "the logits planned at model.vocab_size, not the tokenizer's size train.py uses"),
+    # --- SLURM arrays (src/hydra_plugins/gptlab_launchers) and a resumed run's CSV log ---
+    Mutant("slurm_max_num_timeout_prefixed", "../hydra_plugins/gptlab_launchers/submitit_array.py",
+           'init[f"{executor}_max_num_timeout"] = params.pop("max_num_timeout")',
+           'init[f"{executor}_max_num_timeout"] = params["max_num_timeout"]',
+           "slurm_max_num_timeout reaches update_parameters: every SLURM sweep fails before sbatch"),
+    Mutant("slurm_cpu_job_asks_gpus", "../hydra_plugins/gptlab_launchers/submitit_array.py",
+           '            params["gpus_per_node"] = None\n', "            pass\n",
+           "a CPU array asks --gpus-per-node (pends forever on a CPU partition)"),
+    Mutant("slurm_usr2_not_saved", "../hydra_plugins/gptlab_launchers/submitit_array.py",
+           "        if callable(self._submitit):  # only under submitit: it installed its requeue handler",
+           "        if False:", "USR2 requeues at once, saving nothing: the work since the last checkpoint is lost"),
+    Mutant("slurm_kill_signal_unread", "../hydra_plugins/gptlab_launchers/submitit_array.py",
+           '            return int(sig), f"sacct: {state} {code}"', "            return None",
+           "a task killed by SIGKILL reported with its stderr tail, not its signal"),
+    Mutant("killed_job_left_running", "ablation/launch.py",
+           "            record_failure(sweep_dir / str(k), reason)", "            pass",
+           "a job killed outright keeps metrics.json 'running' without the launcher's reason"),
+    Mutant("csv_resume_drops_earlier_rows", "training/loggers.py",
+           'self.metrics = [r for r in self.earlier if int(float(r["step"])) < first] + self.metrics',
+           "self.metrics = self.metrics", "metrics.csv after a resume holds only the steps after it"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -19,6 +19,8 @@ class ExitNonZeroOnFailedJobs(Callback):
 
     A job that stopped on a non-finite step is recorded as failed *and* diverged: in an LR grid that
     is the result of a too-high LR, not a failure of the sweep, so it is listed but does not count.
+    A job still "running" when the sweep ends was killed outright (SIGKILL, out of memory) before it
+    could record an end: it counts as failed.
     """
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -33,6 +35,8 @@ class ExitNonZeroOnFailedJobs(Callback):
                 (diverged if status.get("diverged") else failed).append(
                     f"{metrics.parent.name}: {status.get('error')}"
                 )
+            elif status.get("status") == "running":
+                failed.append(f"{metrics.parent.name}: killed (metrics.json still says running)")
         if diverged:
             log.warning(
                 "%d job(s) diverged (a result, not a failure):\n  %s", len(diverged), "\n  ".join(diverged)

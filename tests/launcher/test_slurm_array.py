@@ -1,0 +1,233 @@
+"""`hydra/launcher=slurm` through a fake SLURM (tests/launcher/fake_slurm.py: sbatch, srun, sacct,
+squeue, scancel and scontrol on PATH, the array's tasks run here with SLURM's variables).
+
+What the README's command does on a cluster, checked where it can fail: the sbatch script submitted
+(one array, the partition, --requeue, GPUs only for GPU jobs, no --wckey unless set), the same final
+losses as the serial sweep (Hydra's basic launcher in one process: the oracle), a task killed
+outright counted as failed with its signal, and a task sent USR2 (SLURM's warning before the time
+limit, or a preemption) saving last.ckpt at a step boundary, requeued, and resumed from it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.launcher.fake_slurm import install
+
+pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+
+QUICK = [
+    "experiment=ablate_tying_quick",
+    "hydra/launcher=slurm",
+    "hydra.launcher.partition=gpu",
+    "logger=csv",
+]
+ONE_LR = ["hydra.sweeper.seeds=1", "hydra.sweeper.lr.points=1", "hydra.sweeper.lr.max=1.0e-3"]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> dict[str, str]:
+    """The environment of a login node of the fake cluster."""
+    bin_dir = install(tmp_path / "slurm-bin")
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_SLURM_DIR": str(tmp_path / "slurm-state"),
+        "OMP_NUM_THREADS": "1",
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+    }
+
+
+def sweep_command(out: Path, cache: Path, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "train.py",
+        "-m",
+        *QUICK,
+        f"hydra.sweep.dir={out}",
+        f"data.cache_dir={cache}",
+        *args,
+    ]
+
+
+def submitted(env: dict[str, str]) -> list[str]:
+    return sorted((Path(env["FAKE_SLURM_DIR"]) / "sbatch").glob("*.sh"))
+
+
+def sbatch_lines(script: Path) -> set[str]:
+    return {line for line in script.read_text().splitlines() if line.startswith("#SBATCH")}
+
+
+def task(env: dict[str, str], key: str) -> dict:
+    return json.loads((Path(env["FAKE_SLURM_DIR"]) / "tasks" / f"{key}.json").read_text())
+
+
+def losses(sweep: Path) -> dict[str, float]:
+    return {
+        d.name: json.loads((d / "metrics.json").read_text())["final_val_loss"]
+        for d in sweep.iterdir()
+        if d.name.isdigit()
+    }
+
+
+@pytest.mark.slow
+def test_the_readme_command_submits_one_array_with_the_serial_losses(
+    quick_tying_sweep: Path, tmp_path: Path, cluster: dict[str, str]
+) -> None:
+    """The grid's seed-1 half as one array of 4 on a CPU job: the same final losses job for job as
+    the serial sweep's jobs 0-3, the report written; the script asks what a CPU array needs."""
+    out, cache = tmp_path / "sweep", quick_tying_sweep.parent.parent / "token-cache"
+    cmd = sweep_command(out, cache, "hydra.sweeper.seeds=1", "trainer.accelerator=cpu")
+    proc = subprocess.run(cmd, cwd=REPO, env=cluster, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (script,) = submitted(cluster)
+    lines = sbatch_lines(script)
+    assert {"#SBATCH --array=0-3%4", "#SBATCH --partition=gpu", "#SBATCH --requeue"} <= lines
+    assert "#SBATCH --signal=USR2@120" in lines and "#SBATCH --ntasks-per-node=1" in lines
+    assert not any("--gpus-per-node" in line or "--wckey" in line for line in lines), lines
+    serial = losses(quick_tying_sweep)
+    assert losses(out) == {k: serial[k] for k in ("0", "1", "2", "3")}
+    assert (out / "report.md").is_file()
+
+
+def test_a_gpu_array_asks_for_its_gpus_and_a_task_that_fails_fails_the_sweep(
+    tmp_path: Path, cluster: dict[str, str]
+) -> None:
+    """trainer.accelerator=gpu trainer.devices=2 with a workload key: the script asks 2 GPUs and 2
+    tasks per node and writes the key. This machine has no GPU, so every task fails: the sweep
+    says which and exits 2."""
+    out = tmp_path / "sweep"
+    cmd = sweep_command(
+        out, tmp_path / "cache", *ONE_LR, "trainer.accelerator=gpu", "trainer.devices=2",
+        "hydra.launcher.wckey=ablations",
+    )  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, env=cluster, capture_output=True, text=True, timeout=600)
+    (script,) = submitted(cluster)
+    lines = sbatch_lines(script)
+    assert {"#SBATCH --gpus-per-node=2", "#SBATCH --ntasks-per-node=2", "#SBATCH --wckey=ablations"} <= lines
+    assert "#SBATCH --array=0-1%2" in lines
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "2 job(s) of the sweep failed" in proc.stderr
+    for k in ("0", "1"):
+        assert json.loads((out / k / "metrics.json").read_text())["status"] == "failed"
+
+
+def wait_for(condition, sweep: subprocess.Popen, timeout: float, what: str) -> None:  # noqa: ANN001
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return
+        if sweep.poll() is not None:
+            raise AssertionError(
+                f"the sweep ended (exit {sweep.returncode}) before {what}: {sweep.stderr.read()}"
+            )
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def running_step_pid(env: dict[str, str], key: str) -> int | None:
+    try:
+        t = task(env, key)
+    except (OSError, ValueError):
+        return None
+    pids = t.get("step_pids") or []
+    return pids[0] if t.get("state") == "RUNNING" and pids else None
+
+
+def job_status(job_dir: Path) -> str | None:
+    try:
+        return json.loads((job_dir / "metrics.json").read_text()).get("status")
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.mark.slow
+def test_a_task_killed_outright_counts_as_failed_with_its_signal(
+    tmp_path: Path, cluster: dict[str, str]
+) -> None:
+    """The OOM killer's SIGKILL to job 1's process: no metrics.json end, no result pickle. sacct says
+    FAILED 0:9; the sweep records job 1 failed "killed by signal 9" and exits 2; job 0 finished."""
+    out = tmp_path / "sweep"
+    cmd = sweep_command(out, tmp_path / "cache", *ONE_LR, "trainer.max_steps=300", "trainer.accelerator=cpu")
+    sweep = subprocess.Popen(
+        cmd, cwd=REPO, env=cluster, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(
+            lambda: job_status(out / "1") == "running" and running_step_pid(cluster, "4200_1"), 300, "job 1"
+        )
+        os.kill(running_step_pid(cluster, "4200_1"), signal.SIGKILL)
+        _, stderr = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert task(cluster, "4200_1")["exit_code"] == "0:9"
+    assert sweep.returncode == 2, stderr[-3000:]
+    failed = json.loads((out / "1" / "metrics.json").read_text())
+    assert failed["status"] == "failed"
+    assert failed["error"].startswith("killed by signal 9 (SIGKILL; sacct: FAILED 0:9)"), failed["error"]
+    assert "1 job(s) of the sweep failed" in stderr and "killed by signal 9" in stderr.split("failed:")[-1]
+    assert json.loads((out / "0" / "metrics.json").read_text())["status"] == "finished"
+
+
+def train_rows(path: Path) -> dict[int, str]:
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("train/loss")]
+    steps = [int(r["step"]) for r in rows]
+    assert len(steps) == len(set(steps)), f"a step logged twice in {path}"
+    return {int(r["step"]): r["train/loss"] for r in rows}
+
+
+@pytest.mark.slow
+def test_usr2_saves_last_ckpt_requeues_and_the_task_resumes(tmp_path: Path, cluster: dict[str, str]) -> None:
+    """USR2 to a running task (`scancel --signal=USR2`, what `--signal=USR2@120` sends before the time
+    limit): the run stops at a step boundary and saves last.ckpt, submitit requeues the task (scontrol
+    requeue), and the second attempt resumes from that checkpoint to the end. metrics.csv holds every
+    step once, the first attempt's rows unchanged (metrics.part-0.csv is that attempt's file)."""
+    out, steps = tmp_path / "sweep", 400
+    cmd = sweep_command(
+        out, tmp_path / "cache", *ONE_LR, "hydra.sweeper.arms=[tied]", "hydra.sweeper.baseline=tied",
+        f"trainer.max_steps={steps}", "trainer.log_every_n_steps=1", "trainer.val_check_interval=1000",
+        "trainer.accelerator=cpu",
+    )  # fmt: skip
+    sweep = subprocess.Popen(
+        cmd, cwd=REPO, env=cluster, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(
+            lambda: job_status(out / "0") == "running" and running_step_pid(cluster, "4200"),
+            sweep,
+            300,
+            "the job",
+        )
+        # a USR2 before training starts has nothing to save and is ignored: send until one is taken
+        while task(cluster, "4200")["restarts"] == 0 and sweep.poll() is None:
+            subprocess.run(["scancel", "--signal=USR2", "4200"], env=cluster, check=True)
+            time.sleep(1.0)
+        _, stderr = sweep.communicate(timeout=600)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 0, stderr[-3000:]
+    assert task(cluster, "4200")["restarts"] >= 1 and task(cluster, "4200")["state"] == "COMPLETED"
+    job = out / "0"
+    metrics = json.loads((job / "metrics.json").read_text())
+    assert metrics["status"] == "finished" and metrics["steps"] == steps
+    logs = "".join(p.read_text() for p in [*(out / ".submitit").glob("*/*_log.*"), *job.glob("*.log")])
+    saved_at = int(logs.split("preempted (SIGTERM) after ")[1].split()[0])
+    assert 0 < saved_at < steps, saved_at
+    assert "resuming from" in logs and "last.ckpt" in logs
+    first, whole = train_rows(job / "csv" / "metrics.part-0.csv"), train_rows(job / "csv" / "metrics.csv")
+    assert sorted(whole) == list(range(steps))
+    assert max(first) >= saved_at - 1 and all(whole[s] == first[s] for s in first if s < saved_at)
