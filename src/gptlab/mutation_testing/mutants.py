@@ -293,7 +293,7 @@ MUTANTS: list[Mutant] = [
            "a CPU array asks --gpus-per-node (pends forever on a CPU partition)"),
     Mutant("slurm_usr2_not_saved", "../hydra_plugins/gptlab_launchers/submitit_array.py",
            "        if callable(self._submitit):  # only under submitit: it installed its requeue handler",
-           "        if False:", "USR2 requeues at once, saving nothing: the work since the last checkpoint is lost"),
+           "        if False:", "USR2 requeues at once, saving nothing: work since the last checkpoint lost"),
     Mutant("slurm_kill_signal_unread", "../hydra_plugins/gptlab_launchers/submitit_array.py",
            '            return int(sig), f"sacct: {state} {code}"', "            return None",
            "a task killed by SIGKILL reported with its stderr tail, not its signal"),
