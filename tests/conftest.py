@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import csv
+import fcntl
 import os
+import pickle
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import torch
@@ -72,15 +76,45 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 QUICK_ENV = {"OMP_NUM_THREADS": "1"}
 
 
+def shared_root(factory: pytest.TempPathFactory) -> Path:
+    """The test run's temporary root, the same for every pytest-xdist worker (each worker's own
+    basetemp is a folder in it); without xdist, the session's basetemp."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+T = TypeVar("T")
+
+
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[], T]) -> T:
+    """An expensive end-to-end run made once per test run, not once per xdist worker: the first
+    worker to ask builds it under a file lock (the others wait) and keeps its value; a failed build
+    keeps nothing, so the next asker tries again and sees the same failure."""
+    root = shared_root(factory)
+    value = root / f"{name}.pickle"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if value.exists():
+            return pickle.loads(value.read_bytes())
+        result = build()
+        value.write_bytes(pickle.dumps(result))
+        return result
+
+
 @pytest.fixture(scope="session")
 def quick_tying_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`python train.py -m experiment=ablate_tying_quick` (8 jobs, serial, one thread, default
-    loggers: wandb offline + csv), run once for the report's tests and the launchers' comparisons."""
-    out = tmp_path_factory.mktemp("sweep") / "sweep"
-    cache = tmp_path_factory.getbasetemp() / "token-cache"
-    proc = run_script(
-        "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}",
-        f"data.cache_dir={cache}", env=QUICK_ENV, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+    loggers: wandb offline + csv), run once for the report's tests and the launchers' comparisons
+    (shared by the xdist workers; tests copy it before changing anything)."""
+
+    def build() -> Path:
+        out = shared_root(tmp_path_factory) / "quick-tying" / "sweep"
+        cache = out.parent.parent / "token-cache"  # tests find it as quick_tying_sweep.parent.parent
+        proc = run_script(
+            "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}",
+            f"data.cache_dir={cache}", env=QUICK_ENV, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return out
+
+    return built_once(tmp_path_factory, "quick-tying-sweep", build)

@@ -12,12 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import built_once, shared_root
+
 from .helpers import GLOBAL_BATCH, REPO, TWO_CPU, Run, common, run, train_cmd
 
 
 @pytest.fixture(scope="session")
 def dist_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("distributed")
+    """Shared by the xdist workers: the runs below are made once per test run (built_once)."""
+    root = shared_root(tmp_path_factory) / "distributed"
+    root.mkdir(exist_ok=True)
+    return root
 
 
 @pytest.fixture(scope="session")
@@ -26,8 +31,12 @@ def cache(dist_root: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def single_run(dist_root: Path, cache: Path) -> Path:
+def single_run(tmp_path_factory: pytest.TempPathFactory, dist_root: Path, cache: Path) -> Path:
     """One process, data.batch_size=4, CSV log only: the reference."""
+    return built_once(tmp_path_factory, "dist-single-run", lambda: _single_run(dist_root, cache))
+
+
+def _single_run(dist_root: Path, cache: Path) -> Path:
     out = dist_root / "single"
     run(
         train_cmd(
@@ -45,13 +54,17 @@ def single_run(dist_root: Path, cache: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def sweep_run(dist_root: Path, cache: Path) -> Run:
+def sweep_run(tmp_path_factory: pytest.TempPathFactory, dist_root: Path, cache: Path) -> Run:
     """`-m model.n_layer=2,4` with 2 DDP processes per job, wandb offline + CSV (logger default),
     every block checkpointed (model.activation_checkpointing=full).
 
     Job 0 (n_layer=2) is the DDP run of the equivalence test: against the single process, which
     does not checkpoint, it also shows that checkpointing changes no loss and no telemetry value.
     """
+    return built_once(tmp_path_factory, "dist-sweep-run", lambda: _sweep_run(dist_root, cache))
+
+
+def _sweep_run(dist_root: Path, cache: Path) -> Run:
     return run(
         train_cmd(
             "-m",
@@ -66,7 +79,7 @@ def sweep_run(dist_root: Path, cache: Path) -> Run:
 
 
 @pytest.fixture(scope="session")
-def torchrun_run(dist_root: Path, cache: Path) -> Run:
+def torchrun_run(tmp_path_factory: pytest.TempPathFactory, dist_root: Path, cache: Path) -> Run:
     """torchrun --standalone --nproc_per_node=2 train.py -m ... trainer=fsdp, sweep dir left to
     its default, so both ranks must resolve the same `multirun/torchrun-<id>` on their own.
 
@@ -74,6 +87,10 @@ def torchrun_run(dist_root: Path, cache: Path) -> Run:
     Block 0 of its 2 is checkpointed (model.activation_checkpointing=selective, every 2nd block),
     block 1 not: the equivalence test compares it with the single process, which checkpoints none.
     """
+    return built_once(tmp_path_factory, "dist-torchrun-run", lambda: _torchrun_run(dist_root, cache))
+
+
+def _torchrun_run(dist_root: Path, cache: Path) -> Run:
     cmd = [
         sys.executable,
         "-m",
