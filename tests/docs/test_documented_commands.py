@@ -75,8 +75,10 @@ COMMANDS: dict[str, str] = {
     "python train.py -m experiment=ablate_placement trainer.devices=2": f"{GPU} (4 DDP jobs of 2 GPUs; the GPU split is run on a probe app: tests/launcher/test_parallel_sweeps.py::test_each_running_job_gets_its_own_gpus_port_and_threads)",
     "python train.py -m experiment=ablate_tying_quick hydra.launcher.slots=2": "tests/launcher/test_parallel_sweeps.py::test_two_slots_match_the_serial_sweep_job_for_job",
     "python train.py -m model/ffn=gelu,swiglu trainer.accelerator=cpu trainer.devices=2 hydra.launcher.slots=2": "tests/launcher/test_parallel_sweeps.py::test_two_ddp_jobs_side_by_side_do_not_collide",
-    "python train.py -m experiment=ablate_placement hydra/launcher=slurm hydra.launcher.partition=gpu": "not runnable here: needs a SLURM cluster (the same array code path runs as hydra/launcher=array_local)",
-    "python train.py -m experiment=ablate_placement hydra/launcher=slurm hydra.launcher.partition=gpu trainer.devices=4 hydra.launcher.timeout_min=600 hydra.launcher.array_parallelism=8": "not runnable here: needs a SLURM cluster with 4-GPU nodes",
+    # docs/slurm.md: through the fake SLURM of tests/launcher/fake_slurm.py
+    "python train.py -m experiment=ablate_placement hydra/launcher=slurm hydra.launcher.partition=gpu": "not runnable here: its tasks need GPUs (a GPU array's script through the fake SLURM, tasks failing for want of a GPU: tests/launcher/test_slurm_array.py::test_a_gpu_array_asks_for_its_gpus_and_a_task_that_fails_fails_the_sweep; the same command on CPU: test_the_readme_command_submits_one_array_with_the_serial_losses)",
+    "python train.py -m experiment=ablate_placement hydra/launcher=slurm hydra.launcher.partition=gpu trainer.devices=4 hydra.launcher.timeout_min=600 hydra.launcher.array_parallelism=8": "not runnable here: its tasks need 4 GPUs each (the script of a multi-GPU array: tests/launcher/test_slurm_array.py::test_a_gpu_array_asks_for_its_gpus_and_a_task_that_fails_fails_the_sweep)",
+    "python train.py -m experiment=ablate_tying_quick hydra/launcher=slurm hydra.launcher.partition=cpu trainer.accelerator=cpu": "tests/launcher/test_slurm_array.py::test_the_readme_command_submits_one_array_with_the_serial_losses",
     "python train.py -m experiment=ablate_tying_quick hydra/launcher=array_local": "tests/launcher/test_parallel_sweeps.py::test_submitit_array_matches_the_serial_sweep",
     # README, "Two commands"
     "make train": "test_make_train_then_the_interop_chain",

@@ -88,12 +88,15 @@ def test_the_readme_command_submits_one_array_with_the_serial_losses(
     """The grid's seed-1 half as one array of 4 on a CPU job: the same final losses job for job as
     the serial sweep's jobs 0-3, the report written; the script asks what a CPU array needs."""
     out, cache = tmp_path / "sweep", quick_tying_sweep.parent.parent / "token-cache"
-    cmd = sweep_command(out, cache, "hydra.sweeper.seeds=1", "trainer.accelerator=cpu")
+    # docs/slurm.md's command, with one seed (and this test's directories)
+    cmd = sweep_command(
+        out, cache, "hydra.launcher.partition=cpu", "trainer.accelerator=cpu", "hydra.sweeper.seeds=1"
+    )
     proc = subprocess.run(cmd, cwd=REPO, env=cluster, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (script,) = submitted(cluster)
     lines = sbatch_lines(script)
-    assert {"#SBATCH --array=0-3%4", "#SBATCH --partition=gpu", "#SBATCH --requeue"} <= lines
+    assert {"#SBATCH --array=0-3%4", "#SBATCH --partition=cpu", "#SBATCH --requeue"} <= lines
     assert "#SBATCH --signal=USR2@120" in lines and "#SBATCH --ntasks-per-node=1" in lines
     assert not any("--gpus-per-node" in line or "--wckey" in line for line in lines), lines
     serial = losses(quick_tying_sweep)
@@ -109,14 +112,14 @@ def test_a_gpu_array_asks_for_its_gpus_and_a_task_that_fails_fails_the_sweep(
     says which and exits 2."""
     out = tmp_path / "sweep"
     cmd = sweep_command(
-        out, tmp_path / "cache", *ONE_LR, "trainer.accelerator=gpu", "trainer.devices=2",
-        "hydra.launcher.wckey=ablations",
+        out, tmp_path / "cache", "hydra.launcher.partition=gpu", *ONE_LR, "trainer.accelerator=gpu",
+        "trainer.devices=2", "hydra.launcher.wckey=ablations",
     )  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO, env=cluster, capture_output=True, text=True, timeout=600)
     (script,) = submitted(cluster)
     lines = sbatch_lines(script)
     assert {"#SBATCH --gpus-per-node=2", "#SBATCH --ntasks-per-node=2", "#SBATCH --wckey=ablations"} <= lines
-    assert "#SBATCH --array=0-1%2" in lines
+    assert {"#SBATCH --array=0-1%2", "#SBATCH --partition=gpu"} <= lines
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "2 job(s) of the sweep failed" in proc.stderr
     for k in ("0", "1"):
