@@ -168,7 +168,10 @@ def test_a_task_killed_outright_counts_as_failed_with_its_signal(
     )
     try:
         wait_for(
-            lambda: job_status(out / "1") == "running" and running_step_pid(cluster, "4200_1"), 300, "job 1"
+            lambda: job_status(out / "1") == "running" and running_step_pid(cluster, "4200_1"),
+            sweep,
+            300,
+            "job 1",
         )
         os.kill(running_step_pid(cluster, "4200_1"), signal.SIGKILL)
         _, stderr = sweep.communicate(timeout=300)
