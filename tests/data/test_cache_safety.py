@@ -31,7 +31,8 @@ SEP = "<|endoftext|>"
 # VmHWM, not getrusage: ru_maxrss survives exec, so a child forked from a big pytest reports pytest's.
 CHILD = """
 import json, sys, time
-from gptlab.data import streaming, writer
+from gptlab.data import writer
+from gptlab.data.sources import stream as streaming
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
 cfg = DataConfig(**json.loads(sys.argv[1]))
@@ -171,7 +172,8 @@ def test_packing_rss_is_bounded_and_flat(tmp_path: Path) -> None:
 def test_sigterm_while_packing_raises_and_leaves_nothing(text_cfg, tmp_path: Path, monkeypatch) -> None:
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    from gptlab.data import streaming, writer
+    from gptlab.data import writer
+    from gptlab.data.sources import stream as streaming
 
     real = writer.encode
 

@@ -15,8 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gptlab.data import packing, streaming, writer
+from gptlab.data import packing, writer
 from gptlab.data.packing import prepare_tokens
+from gptlab.data.resolve import resolve
+from gptlab.data.sources import stream as streaming
 
 SEP = "<|endoftext|>"
 
@@ -129,7 +131,7 @@ def test_bpe_trains_on_a_separator_split_file(make_cfg, tmp_path: Path, monkeypa
     f.write_text(SEP.join(stories))
     cfg = make_cfg(source="text", path=str(f), doc_separator=SEP, tokenizer="bpe", bpe_vocab_size=300)
     cfg.val_fraction = 1 / 3  # document i is val iff i % 3 == 0
-    texts = list(packing._train_texts(cfg))
+    texts = list(packing._train_texts(resolve(cfg).source, 3))
     assert "".join(texts) == "".join(s for i, s in enumerate(stories) if i % 3)  # train documents only
     assert len(texts) > 6  # the long story came as several pieces
     packed = prepare_tokens(cfg)

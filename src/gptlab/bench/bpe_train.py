@@ -91,8 +91,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     """Train once in this process; time, peak memory and compression of the result."""
     import tiktoken
 
-    from gptlab.data.tiktoken_bpe import GPT2_PATTERN, to_tiktoken
     from gptlab.data.tokenizers import training_sample
+    from gptlab.data.tokenizers.tiktoken_bpe import GPT2_PATTERN, to_tiktoken
 
     corpus, sample, vocab = Path(spec["corpus"]), spec["sample_bytes"], spec["vocab_size"]
     counted = [0]

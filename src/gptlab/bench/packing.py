@@ -84,8 +84,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     said: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
-    logging.getLogger("gptlab.data.tiktoken_bpe").addHandler(handler)
-    logging.getLogger("gptlab.data.tiktoken_bpe").setLevel(logging.INFO)
+    logging.getLogger("gptlab.data.tokenizers.tiktoken_bpe").addHandler(handler)
+    logging.getLogger("gptlab.data.tokenizers.tiktoken_bpe").setLevel(logging.INFO)
     t0, c0 = time.perf_counter(), time.process_time()
     packed = prepare_tokens(DataConfig(**spec))
     seconds = time.perf_counter() - t0

@@ -26,9 +26,10 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from gptlab.data.config import DataConfig
-from gptlab.data.packing import PackedData, prepare_tokens
+from gptlab.data.packing import PackedData, pack
+from gptlab.data.resolve import resolve, resolve_shards
 from gptlab.data.samplers import DEFAULT_VAL_WINDOWS, ShardedSubsetSampler, StreamBatchSampler, val_subset
-from gptlab.data.shards import ShardedData, open_shards
+from gptlab.data.shards import ShardedData, read_shards
 from gptlab.data.tokenizers import Tokenizer
 from gptlab.data.windows import TokenWindows, WeightedWindows, collate_weighted, collate_windows
 
@@ -78,7 +79,10 @@ class TokenDataModule(L.LightningDataModule):
         """Pack (or find cached) tokens, or open pre-tokenized shards in place; expose tokenizer,
         vocab_size, bytes_per_token, meta."""
         if self.packed is None:
-            self.packed = open_shards(self.cfg) if self.cfg.source == "tokens" else prepare_tokens(self.cfg)
+            if self.cfg.source == "tokens":  # read in place
+                self.packed = read_shards(resolve_shards(self.cfg))
+            else:  # the config resolved once, then sources -> tokenizing -> packing into the cache
+                self.packed = pack(resolve(self.cfg))
             self.tokenizer = self.packed.tokenizer
             self.meta = self.packed.meta
             self.vocab_size = int(self.meta["vocab_size"])

@@ -32,8 +32,10 @@ from typing import Any
 import numpy as np
 
 from gptlab.data.config import TOKEN_DTYPES, DataConfig
-from gptlab.data.packing import val_mask
-from gptlab.data.sources import resolve_files, resolve_path, stable_hash
+from gptlab.data.paths import stable_hash
+from gptlab.data.plan import ShardsPlan
+from gptlab.data.resolve import resolve_shards
+from gptlab.data.splits import val_mask
 from gptlab.data.tokenizers import IdTokenizer, PretrainedTokenizer, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -346,14 +348,6 @@ def _scanned(shard: Shard, cache_root: Path) -> bool:
     return isinstance(record, dict) and {k: record.get(k) for k in key} == key
 
 
-def _shards(pattern: str, field_name: str, token_dtype: str | None) -> list[Shard]:
-    try:
-        files = resolve_files(pattern)
-    except FileNotFoundError as e:
-        raise FileNotFoundError(str(e).replace("data.path=", f"{field_name}=", 1)) from None
-    return [read_shard(f, token_dtype) for f in files]
-
-
 def _one_layout(shards: list[Shard]) -> None:
     first = shards[0]
     for s in shards[1:]:
@@ -364,29 +358,32 @@ def _one_layout(shards: list[Shard]) -> None:
             )
 
 
-def shard_tokenizer(cfg: DataConfig) -> tuple[Tokenizer, int, str]:
-    """(tokenizer, vocabulary bound for the id check, where the bound came from)."""
-    if cfg.vocab_size is not None and cfg.vocab_size < 1:
-        raise ValueError(f"data.vocab_size={cfg.vocab_size!r} must be a positive integer or null")
-    if cfg.tokenizer_path:
-        tok: Tokenizer = PretrainedTokenizer(cfg.tokenizer_path)
-        if cfg.vocab_size is not None and cfg.vocab_size < tok.vocab_size:
+def shard_tokenizer(
+    vocab_size: int | None, tokenizer_path: str | None, tokenizer_file: Path | None
+) -> tuple[Tokenizer, int, str]:
+    """(tokenizer, vocabulary bound for the id check, where the bound came from), from data.vocab_size
+    and data.tokenizer_path (as written, and resolved to its tokenizer.json)."""
+    if vocab_size is not None and vocab_size < 1:
+        raise ValueError(f"data.vocab_size={vocab_size!r} must be a positive integer or null")
+    if tokenizer_file is not None:
+        tok: Tokenizer = PretrainedTokenizer(tokenizer_file)
+        if vocab_size is not None and vocab_size < tok.vocab_size:
             raise ValueError(
-                f"data.vocab_size={cfg.vocab_size} is smaller than the {tok.vocab_size} ids of "
-                f"data.tokenizer_path={cfg.tokenizer_path}; accepted: null or >= {tok.vocab_size}"
+                f"data.vocab_size={vocab_size} is smaller than the {tok.vocab_size} ids of "
+                f"data.tokenizer_path={tokenizer_path}; accepted: null or >= {tok.vocab_size}"
             )
-        if cfg.vocab_size is None:
-            return tok, tok.vocab_size, f"the vocabulary of data.tokenizer_path={cfg.tokenizer_path}"
-        return tok, cfg.vocab_size, f"data.vocab_size={cfg.vocab_size}"
-    if cfg.vocab_size is None:
+        if vocab_size is None:
+            return tok, tok.vocab_size, f"the vocabulary of data.tokenizer_path={tokenizer_path}"
+        return tok, vocab_size, f"data.vocab_size={vocab_size}"
+    if vocab_size is None:
         raise ValueError(
             "data.vocab_size or data.tokenizer_path is required for data.source=tokens "
             "(e.g. data.vocab_size=50257, or a GPT-2 tokenizer.json)"
         )
-    return IdTokenizer.of_size(cfg.vocab_size), cfg.vocab_size, f"data.vocab_size={cfg.vocab_size}"
+    return IdTokenizer.of_size(vocab_size), vocab_size, f"data.vocab_size={vocab_size}"
 
 
-def _split(cfg: DataConfig, train: list[Shard], val: list[Shard]) -> tuple[dict[str, list[Segment]], str]:
+def _split(val_fraction: float, train: list[Shard], val: list[Shard]) -> tuple[dict[str, list[Segment]], str]:
     """Segments per split: the val shards; else every round(1/val_fraction)-th shard (shard 0 first);
     a single shard keeps its last val_fraction of tokens for val."""
     whole = [Segment(s, 0, s.n_tokens) for s in train]
@@ -394,12 +391,12 @@ def _split(cfg: DataConfig, train: list[Shard], val: list[Shard]) -> tuple[dict[
         return {"train": whole, "val": [Segment(s, 0, s.n_tokens) for s in val]}, "val_path"
     if len(train) == 1:
         s = train[0]
-        n_val = max(1, round(s.n_tokens * cfg.val_fraction))
+        n_val = max(1, round(s.n_tokens * val_fraction))
         return {
             "train": [Segment(s, 0, s.n_tokens - n_val)],
             "val": [Segment(s, s.n_tokens - n_val, s.n_tokens)],
         }, "tokens"
-    mask = val_mask(len(train), cfg.val_fraction)
+    mask = val_mask(len(train), val_fraction)
     splits = {
         "train": [seg for seg, v in zip(whole, mask, strict=True) if not v],
         "val": [seg for seg, v in zip(whole, mask, strict=True) if v],
@@ -416,19 +413,21 @@ def _bytes_per_token(tokenizer: Tokenizer, tokens: ShardedTokens) -> float:
 
 
 def open_shards(cfg: DataConfig) -> ShardedData:
-    """Read, check and split the shards of data.path (and data.val_path); writes nothing."""
-    if not cfg.path:
-        raise ValueError("data.path is required for data.source=tokens (a .bin file, directory or glob)")
-    val = _shards(cfg.val_path, "data.val_path", cfg.token_dtype) if cfg.val_path else []
-    val_files = {s.path for s in val}
-    train = [s for s in _shards(cfg.path, "data.path", cfg.token_dtype) if s.path not in val_files]
+    """The data config of pre-tokenized shards resolved (data.plan), then opened: the entry point."""
+    return read_shards(resolve_shards(cfg))
+
+
+def read_shards(plan: ShardsPlan) -> ShardedData:
+    """Read, check and split the planned shards of data.path (and data.val_path); writes nothing."""
+    val = [read_shard(f, plan.token_dtype) for f in plan.val_files]
+    train = [read_shard(f, plan.token_dtype) for f in plan.train_files]
     if not train:
         raise ValueError(
-            f"data.path={cfg.path!r}: every matched shard is also in data.val_path; no train shards left"
+            f"data.path={plan.path!r}: every matched shard is also in data.val_path; no train shards left"
         )
     _one_layout(train + val)
-    tokenizer, vocab, what = shard_tokenizer(cfg)
-    cache_root = resolve_path(cfg.cache_dir)
+    tokenizer, vocab, what = shard_tokenizer(plan.vocab_size, plan.tokenizer_path, plan.tokenizer_file)
+    cache_root = plan.cache_root
     new = [s for s in train + val if not _scanned(s, cache_root)]
     if new:
         log.info(
@@ -439,13 +438,13 @@ def open_shards(cfg: DataConfig) -> ShardedData:
         )
     for shard in train + val:
         check_ids(shard, vocab, what, cache_root)
-    splits, mode = _split(cfg, train, val)
+    splits, mode = _split(plan.val_fraction, train, val)
     n_tokens = {k: sum(s.stop - s.start for s in segs) for k, segs in splits.items()}
     files = [(str(s.path), s.path.stat().st_size, s.path.stat().st_mtime_ns) for s in train + val]
     meta: dict[str, Any] = {
         "source": "tokens",
         "fingerprint": stable_hash(
-            {"files": files, "mode": mode, "val_fraction": cfg.val_fraction, "vocab": vocab}
+            {"files": files, "mode": mode, "val_fraction": plan.val_fraction, "vocab": vocab}
         ),
         "tokenizer": tokenizer.name,
         "vocab_size": max(vocab, tokenizer.vocab_size),
