@@ -78,9 +78,9 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     from gptlab.data.config import DataConfig
     from gptlab.data.packing import prepare_tokens
 
-    if spec.pop("force_pool", False):  # corpora under PARALLEL_MIN_BYTES would otherwise run in-process
+    if spec.pop("force_pool", False):  # measure the pool the packer does not choose (STREAM_POOL)
         packing.PARALLEL_MIN_BYTES = 0
-        packing.STREAM_POOL_FOR_BYTES = True  # measure the pool the packer would not choose for bytes
+        packing.STREAM_POOL = True
     said: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]

@@ -42,12 +42,17 @@ log = logging.getLogger(__name__)
 
 _MAP_BATCH = 512  # documents per tokenizer call
 _WRITE_CHUNK = 8192  # documents per write
-# Below this much text a process pool costs more than it saves: on 2 cores a 64 MB corpus packed in
-# 1.4 s in-process vs 1.7 s with 2 processes (byte), and BPE already runs on all cores in Rust.
+# datasets.map's pool (the non-streaming packer): below this much text it costs more than it saves:
+# on 2 cores a 64 MB corpus packed in 1.4 s in-process vs 1.7 s with 2 processes (byte).
 PARALLEL_MIN_BYTES = 256 << 20
-# The streaming packer with the byte tokenizer: a pool of 2 packed 75 MB/s against 172 MB/s in-process
-# (2 GiB, 2 cores; docs/performance.md, "Packing"): shipping batches costs more than the join it spares.
-STREAM_POOL_FOR_BYTES = False
+# The streaming packer's pool of data.num_proc processes: off, because on the machine measured it was
+# never faster than one process, at any size (docs/performance.md, "Where processes pay"). byte: 64-75
+# against 159-172 MB/s in-process (2 GiB, 512 MiB): shipping batches costs more than the join it
+# spares. BPE through tiktoken, whose encoder already spreads a batch over a thread per core: 11.6 vs
+# 11.6 MB per CPU-second at 512 MiB, 9.7 vs 12.5 at 128 MiB, 6.5 vs 11.8 at 32 MiB (2 processes vs 1):
+# the pool's start (a spawned interpreter each) and shipping batches only shrink towards nothing as the
+# corpus grows, while the cores it would add are the ones the threads use already.
+STREAM_POOL = False
 
 
 class _Encoder:
@@ -188,13 +193,13 @@ def _train_texts(src: SourcePlan, period: int) -> Iterator[str]:
             doc += end
 
 
-def _stream_procs(plan: DataPlan, tokenizer: Tokenizer) -> int:
-    """Processes for the streaming packer: 1 where a pool does not pay (see PARALLEL_MIN_BYTES and
-    STREAM_POOL_FOR_BYTES), else data.num_proc."""
+def _stream_procs(plan: DataPlan) -> int:
+    """Processes for the streaming packer: 1 (see STREAM_POOL: the faster on every size measured),
+    else data.num_proc for a text file over PARALLEL_MIN_BYTES or a streamed hub set."""
+    if not STREAM_POOL:
+        return 1
     if plan.source.kind == "text" and sum(f.stat().st_size for f in plan.source.files) < PARALLEL_MIN_BYTES:
         return 1  # starting a spawned pool costs seconds: only worth it for big files
-    if tokenizer.name == "byte" and not STREAM_POOL_FOR_BYTES:
-        return 1
     return plan.num_proc
 
 
@@ -207,7 +212,7 @@ def _pack_stream(plan: DataPlan, tmp: Path) -> tuple[Tokenizer, dict, int]:
     train_bytes = None if bound is None else bound * (period - 1) // period
     tokenizer = build_tokenizer(plan.tokenizer, texts, sample_fn=texts, train_bytes=lambda: train_bytes)
     dtype = token_dtype(tokenizer.vocab_size)
-    num_proc = _stream_procs(plan, tokenizer)
+    num_proc = _stream_procs(plan)
     log.info("packing a stream of documents with %s (num_proc=%d)", tokenizer.name, num_proc)
     counts = write_stream(pieces(plan.source), tokenizer, dtype, tmp, period, num_proc)
     return tokenizer, counts, counts["train"]["docs"] + counts["val"]["docs"]
