@@ -39,8 +39,8 @@ test-fast: install
 	$(BIN)/python -m pytest -q $(XDIST) -m "not slow and not multiproc" $(ARGS)
 
 lint: install
-	$(BIN)/ruff check src tests scripts *.py
-	$(BIN)/ruff format --check src tests scripts *.py
+	$(BIN)/ruff check src dev tests scripts *.py
+	$(BIN)/ruff format --check src dev tests scripts *.py
 	$(BIN)/lint-imports
 
 format: install

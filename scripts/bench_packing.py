@@ -9,8 +9,11 @@ data.doc_separator in a fresh interpreter. See docs/performance.md, "Packing".
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: dev/ is not installed
 
 if __name__ == "__main__":
-    from gptlab.bench.packing import main
+    from dev.bench.packing import main
 
     sys.exit(main(sys.argv[1:]))

@@ -7,8 +7,11 @@ See docs/performance.md, "Sweeps side by side".
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: dev/ is not installed
 
 if __name__ == "__main__":
-    from gptlab.bench.sweep import main
+    from dev.bench.sweep import main
 
     sys.exit(main(sys.argv[1:]))

@@ -10,8 +10,11 @@ if any combination fails or differs by more than 1e-4. Slow on a CPU (inductor b
 """
 
 import sys
+from pathlib import Path
 
-from gptlab.bench.compile_parity import main
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: dev/ is not installed
+
+from dev.bench.compile_parity import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -5,12 +5,15 @@ usage: python scripts/checkpoint_memory.py [--rounds N] [model=<preset>] [key=va
 --rounds N also times one step per mode (N interleaved rounds) against the planner's recompute factor.
 
 The overrides compose conf/train.yaml as train.py does; the model and data.batch_size are measured
-on real CPU tensors with torch's MemTracker (gptlab.bench.checkpoint_memory). See docs/performance.md.
+on real CPU tensors with torch's MemTracker (dev.bench.checkpoint_memory). See docs/performance.md.
 """
 
 import sys
+from pathlib import Path
 
-from gptlab.bench.checkpoint_memory import main
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: dev/ is not installed
+
+from dev.bench.checkpoint_memory import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -17,7 +17,9 @@ checks that first): a failing baseline would "kill" every mutant. Not part of CI
 import sys
 from pathlib import Path
 
-from gptlab.mutation_testing.cli import main
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: dev/ is not installed
+
+from dev.mutation_testing.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:], repo=Path(__file__).resolve().parents[1], doc=__doc__ or ""))

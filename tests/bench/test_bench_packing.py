@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gptlab.bench import packing as bench
+from dev.bench import packing as bench
 
 
 def test_bpe_rows_run_both_encoders_and_agree(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gptlab.bench import checkpoint_memory
+from dev.bench import checkpoint_memory
 from gptlab.model import GPT, GPTConfig
 
 # blocks 0 and 2 checkpointed, the last one not: backward frees block 3's activations before it rebuilds

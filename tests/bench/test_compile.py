@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlab.bench.compile_parity import compile_parity
+from dev.bench.compile_parity import compile_parity
 from gptlab.bench.lightning_loop import lightning_run
 from gptlab.bench.options import compose
 from gptlab.data.datamodule import TokenDataModule

@@ -134,12 +134,12 @@ def test_bad_shard_is_one_line(
 
 
 def test_separator_never_found_warns_one_document(tmp_path: Path, monkeypatch, caplog) -> None:
-    from gptlab.data import streaming
+    from gptlab.data.sources import stream as streaming
 
     monkeypatch.setattr(streaming, "ONE_DOCUMENT_WARN_BYTES", 1 << 16)
     f = tmp_path / "nosep.txt"
     f.write_text("the cat sat on the mat\n" * 10000)
-    with caplog.at_level(logging.WARNING, logger="gptlab.data.streaming"):
+    with caplog.at_level(logging.WARNING, logger="gptlab.data.sources.stream"):
         train_here(
             tmp_path / "run",
             tmp_path / "cache",

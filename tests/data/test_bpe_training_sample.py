@@ -11,7 +11,8 @@ import pytest
 
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
-from gptlab.data.tokenizers import build_tokenizer, tokenizer_identity, training_sample
+from gptlab.data.resolve import resolve
+from gptlab.data.tokenizers import build_tokenizer, training_sample
 
 # Two "sources" concatenated one after the other, as a corpus built source by source is: a sample
 # of the first bytes would see only the first one's words.
@@ -98,7 +99,7 @@ def test_sample_is_in_the_cache_key_only_when_it_cuts(
 
     def ident(budget: int | None) -> str:
         cfg = make_cfg(source="text", path=str(two_source_file), tokenizer="bpe", bpe_train_bytes=budget)
-        return tokenizer_identity(cfg)
+        return resolve(cfg).tokenizer.identity
 
     assert ident(None) == ident(size) == ident(1 << 30)  # caches made before the budget stay valid
     assert ident(size // 2) != ident(None) and ident(size // 2) != ident(size // 3)
@@ -107,7 +108,7 @@ def test_sample_is_in_the_cache_key_only_when_it_cuts(
 @pytest.mark.parametrize("bad", [0, -5, "1GB", 1.5, True])
 def test_bad_budget_is_refused_by_name(bad: object, make_cfg: Callable[..., DataConfig]) -> None:
     with pytest.raises(ValueError, match=r"data\.bpe_train_bytes=.*bytes > 0, or null"):
-        build_tokenizer(make_cfg(tokenizer="bpe", bpe_train_bytes=bad), list)
+        build_tokenizer(resolve(make_cfg(tokenizer="bpe", bpe_train_bytes=bad)).tokenizer, list)
 
 
 def test_bpe_training_reads_only_its_budget(make_cfg: Callable[..., DataConfig]) -> None:
@@ -119,5 +120,7 @@ def test_bpe_training_reads_only_its_budget(make_cfg: Callable[..., DataConfig])
             yield text
 
     budget = 10 * len(_doc(FIRST, 0).encode())  # ten documents
-    build_tokenizer(make_cfg(tokenizer="bpe", bpe_vocab_size=300, bpe_train_bytes=budget), documents)
+    build_tokenizer(
+        resolve(make_cfg(tokenizer="bpe", bpe_vocab_size=300, bpe_train_bytes=budget)).tokenizer, documents
+    )
     assert len(read) == 11  # size unknown: the first ten, and the one that found the budget full

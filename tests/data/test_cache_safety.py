@@ -31,7 +31,8 @@ SEP = "<|endoftext|>"
 # VmHWM, not getrusage: ru_maxrss survives exec, so a child forked from a big pytest reports pytest's.
 CHILD = """
 import json, sys, time
-from gptlab.data import streaming, writer
+from gptlab.data import writer
+from gptlab.data.sources import stream as streaming
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
 cfg = DataConfig(**json.loads(sys.argv[1]))
@@ -91,7 +92,7 @@ def test_sigkill_while_packing_then_a_clean_rebuild(tmp_path: Path, caplog) -> N
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not list((tmp_path / "cache").glob("*/meta.json"))  # nothing finished, nothing trusted
-    with caplog.at_level(logging.WARNING, logger="gptlab.data.packing"):
+    with caplog.at_level(logging.WARNING, logger="gptlab.data.cache"):
         packed = prepare_tokens(DataConfig(**cfg))
     assert len([r for r in caplog.records if "unfinished packing" in r.getMessage()]) == 1
     assert not list((tmp_path / "cache").glob(".*"))  # the leftover is gone
@@ -105,7 +106,7 @@ def _damage_then_prepare(text_cfg, caplog, damage) -> str:
     first = prepare_tokens(cfg)
     good = {s: first.path(s).read_bytes() for s in ("train", "val")}
     damage(first.directory)
-    with caplog.at_level(logging.WARNING, logger="gptlab.data.packing"):
+    with caplog.at_level(logging.WARNING, logger="gptlab.data.cache"):
         again = prepare_tokens(cfg)
     assert {s: again.path(s).read_bytes() for s in ("train", "val")} == good  # rebuilt
     return caplog.text
@@ -171,7 +172,8 @@ def test_packing_rss_is_bounded_and_flat(tmp_path: Path) -> None:
 def test_sigterm_while_packing_raises_and_leaves_nothing(text_cfg, tmp_path: Path, monkeypatch) -> None:
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    from gptlab.data import streaming, writer
+    from gptlab.data import writer
+    from gptlab.data.sources import stream as streaming
 
     real = writer.encode
 
@@ -247,7 +249,7 @@ def test_byte_flipped_outside_the_sample_is_found_by_the_full_check(tmp_path: Pa
     raw[_gap(len(raw))] ^= 0x01
     first.path("train").write_bytes(raw)
     assert integrity.problem(first.directory, first.meta["files"]) is None  # the sample misses it
-    with caplog.at_level(logging.WARNING, logger="gptlab.data.packing"):
+    with caplog.at_level(logging.WARNING, logger="gptlab.data.cache"):
         again = prepare_tokens(cfg)
     damaged = [r.getMessage() for r in caplog.records if "are damaged" in r.getMessage()]
     assert damaged == [

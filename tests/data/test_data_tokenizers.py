@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tokenizers
 
+from gptlab.data.resolve import resolve
 from gptlab.data.tokenizers import (
     EOT,
     BPETokenizer,
@@ -65,15 +66,17 @@ def test_pretrained_from_file_or_directory(docs: list[str], tmp_path: Path) -> N
 
 
 def test_build_tokenizer_factory(make_cfg, docs: list[str], tmp_path: Path) -> None:
-    assert isinstance(build_tokenizer(make_cfg(), lambda: []), ByteTokenizer)
+    assert isinstance(build_tokenizer(resolve(make_cfg()).tokenizer, lambda: []), ByteTokenizer)
     with pytest.raises(ValueError, match="byte, bpe, pretrained"):
-        build_tokenizer(make_cfg(tokenizer="sentencepiece"), lambda: [])
+        build_tokenizer(resolve(make_cfg(tokenizer="sentencepiece")).tokenizer, lambda: [])
     with pytest.raises(FileNotFoundError, match=r"data\.tokenizer_path"):
-        build_tokenizer(make_cfg(tokenizer="pretrained", tokenizer_path=str(tmp_path / "x")), list)
+        build_tokenizer(
+            resolve(make_cfg(tokenizer="pretrained", tokenizer_path=str(tmp_path / "x"))).tokenizer, list
+        )
     with pytest.raises(ValueError, match=r"data\.tokenizer_path"):
-        build_tokenizer(make_cfg(tokenizer="pretrained"), list)
+        build_tokenizer(resolve(make_cfg(tokenizer="pretrained")).tokenizer, list)
     with pytest.raises(ValueError, match=r"data\.bpe_vocab_size"):
-        build_tokenizer(make_cfg(tokenizer="bpe", bpe_vocab_size=100), list)
+        build_tokenizer(resolve(make_cfg(tokenizer="bpe", bpe_vocab_size=100)).tokenizer, list)
 
 
 def test_bpe_is_cached_by_fingerprint(text_cfg, docs: list[str]) -> None:
@@ -84,9 +87,9 @@ def test_bpe_is_cached_by_fingerprint(text_cfg, docs: list[str]) -> None:
         return docs
 
     cfg = text_cfg(tokenizer="bpe", bpe_vocab_size=300)
-    first = build_tokenizer(cfg, documents)
-    second = build_tokenizer(cfg, documents)
+    first = build_tokenizer(resolve(cfg).tokenizer, documents)
+    second = build_tokenizer(resolve(cfg).tokenizer, documents)
     assert len(calls) == 1
     assert np.array_equal(first.encode(docs[3]), second.encode(docs[3]))
-    build_tokenizer(text_cfg(tokenizer="bpe", bpe_vocab_size=320), documents)
+    build_tokenizer(resolve(text_cfg(tokenizer="bpe", bpe_vocab_size=320)).tokenizer, documents)
     assert len(calls) == 2

@@ -168,10 +168,12 @@ def test_bad_shards_are_one_line_errors(make_cfg, tmp_path: Path) -> None:
 
 def test_id_check_scans_every_token(make_cfg, tmp_path: Path, monkeypatch) -> None:
     """Issue 25.7: an id out of range anywhere is refused at start-up, not by an IndexError mid-run."""
-    from gptlab.data import shards
+    from gptlab.data import shard_format, shard_scan
 
-    monkeypatch.setattr(shards, "CHECK_TOKENS", 16)  # the old sampled blocks: [0,16), [242,258), [484,500)
-    monkeypatch.setattr(shards, "SCAN_TOKENS", 64)  # chunk edges at 64, 128, ...: 100 and 127/128 between
+    monkeypatch.setattr(
+        shard_format, "CHECK_TOKENS", 16
+    )  # the old sampled blocks: [0,16), [242,258), [484,500)
+    monkeypatch.setattr(shard_scan, "SCAN_TOKENS", 64)  # chunk edges at 64, 128, ...: 100 and 127/128 between
     for offset in (3, 100, 127, 128, 250, 499):
         tokens = ids(500, 6)
         tokens[offset] = V + 7
@@ -183,11 +185,11 @@ def test_id_check_scans_every_token(make_cfg, tmp_path: Path, monkeypatch) -> No
 
 
 def test_id_scan_is_cached_by_size_and_mtime(make_cfg, tmp_path: Path, monkeypatch) -> None:
-    from gptlab.data import shards
+    from gptlab.data import shard_scan
 
     scans: list[Path] = []
-    real = shards.scan_max
-    monkeypatch.setattr(shards, "scan_max", lambda shard: scans.append(shard.path) or real(shard))
+    real = shard_scan.scan_max
+    monkeypatch.setattr(shard_scan, "scan_max", lambda shard: scans.append(shard.path) or real(shard))
     tokens = ids(500, 7)
     f = write_raw(tmp_path / "t.bin", tokens)
     cfg = make_cfg(source="tokens", path=str(f), vocab_size=V, token_dtype="uint16")
@@ -285,6 +287,6 @@ def test_meta_pkl_never_runs_code(make_cfg, tmp_path: Path, caplog) -> None:
     (tmp_path / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": 10, "path": Path("/x")}))
     f = write_raw(tmp_path / "train.bin", ids(3000, 13))
     cfg = make_cfg(source="tokens", path=str(f), vocab_size=V, token_dtype="uint16")
-    with caplog.at_level(logging.WARNING, logger="gptlab.data.shards"):
+    with caplog.at_level(logging.WARNING, logger="gptlab.data.shard_format"):
         TokenDataModule(cfg, block_size=T, seed=0).prepare()
     assert "is not nanoGPT's meta.pkl" in caplog.text and "is not loaded from a meta.pkl" in caplog.text

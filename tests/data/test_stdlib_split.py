@@ -18,6 +18,7 @@ import pytest
 
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens, val_mask
+from gptlab.data.resolve import resolve_source
 from gptlab.data.sources import load_documents, stdlib_files
 
 THRESHOLD = 0.5
@@ -36,7 +37,7 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 def split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     """The default corpus's documents by side, as packing writes them (checked against val.bin)."""
     cfg = DataConfig(cache_dir=str(tmp_path_factory.mktemp("split-cache")), num_proc=1)
-    docs = load_documents(cfg)
+    docs = load_documents(resolve_source(cfg))
     is_val = val_mask(len(docs), cfg.val_fraction, docs["group"])
     texts = docs["text"]
     sides = {
@@ -83,10 +84,10 @@ def test_a_group_never_straddles_the_split() -> None:
 
 def test_the_cache_key_names_the_split_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Caches packed under another split rule are not reused: the rule is in the fingerprint."""
-    import gptlab.data.sources as sources
-    from gptlab.data.packing import packed_fingerprint
+    from gptlab.data.resolve import resolve
+    from gptlab.data.sources import stdlib as sources
 
     cfg = DataConfig(cache_dir=str(tmp_path))
-    now = packed_fingerprint(cfg)[0]
+    now = resolve(cfg).key
     monkeypatch.setattr(sources, "STDLIB_SPLIT", "every-20th-file")
-    assert packed_fingerprint(cfg)[0] != now
+    assert resolve(cfg).key != now

@@ -15,8 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gptlab.data import packing, streaming, writer
+from gptlab.data import packing, writer
 from gptlab.data.packing import prepare_tokens
+from gptlab.data.resolve import resolve
+from gptlab.data.sources import stream as streaming
 
 SEP = "<|endoftext|>"
 
@@ -102,7 +104,7 @@ def test_process_pool_packs_the_same_stream(
     make_cfg, tmp_path: Path, docs: list[str], monkeypatch, caplog
 ) -> None:
     monkeypatch.setattr(writer, "BATCH_BYTES", 200)  # many small batches through the pool
-    monkeypatch.setattr(packing, "STREAM_POOL_FOR_BYTES", True)  # bytes skip the pool otherwise
+    monkeypatch.setattr(packing, "STREAM_POOL", True)  # the packer never picks the pool itself
     path = _write_sources(tmp_path, docs * 5)["parquet"]
     common = dict(source="hub", path=str(path), text_column="story", streaming=True, val_fraction=0.25)
     one = prepare_tokens(make_cfg(**common, num_proc=1, cache_dir=str(tmp_path / "one")))
@@ -110,6 +112,17 @@ def test_process_pool_packs_the_same_stream(
         two = prepare_tokens(make_cfg(**common, num_proc=2, cache_dir=str(tmp_path / "two")))
     assert "(num_proc=2)" in caplog.text
     assert split_bytes(one) == split_bytes(two)
+
+
+def test_auto_processes_pack_bpe_in_one_process(make_cfg, tmp_path: Path, docs: list[str], caplog) -> None:
+    """data.num_proc=2 on a streamed hub set with a BPE: one process, the faster on every corpus size
+    measured (docs/performance.md, "Where processes pay"); the pool once ran here whatever the size."""
+    path = _write_sources(tmp_path, docs * 5)["parquet"]
+    cfg = make_cfg(source="hub", path=str(path), text_column="story", streaming=True, num_proc=2,
+                   tokenizer="bpe", bpe_vocab_size=300)  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="gptlab.data.packing"):
+        prepare_tokens(cfg)
+    assert "packing a stream of documents with bpe300 (num_proc=1)" in caplog.text
 
 
 def test_streaming_options_name_their_source(make_cfg, tmp_path: Path) -> None:
@@ -129,7 +142,7 @@ def test_bpe_trains_on_a_separator_split_file(make_cfg, tmp_path: Path, monkeypa
     f.write_text(SEP.join(stories))
     cfg = make_cfg(source="text", path=str(f), doc_separator=SEP, tokenizer="bpe", bpe_vocab_size=300)
     cfg.val_fraction = 1 / 3  # document i is val iff i % 3 == 0
-    texts = list(packing._train_texts(cfg))
+    texts = list(packing._train_texts(resolve(cfg).source, 3))
     assert "".join(texts) == "".join(s for i, s in enumerate(stories) if i % 3)  # train documents only
     assert len(texts) > 6  # the long story came as several pieces
     packed = prepare_tokens(cfg)

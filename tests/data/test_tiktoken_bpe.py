@@ -19,8 +19,8 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers
 
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
-from gptlab.data.tiktoken_bpe import PROBES, checked_encoding, to_tiktoken
 from gptlab.data.tokenizers import EOT, BPETokenizer, PretrainedTokenizer, bytes_to_unicode
+from gptlab.data.tokenizers.tiktoken_bpe import PROBES, checked_encoding, to_tiktoken
 
 WORDS = "the a cat sat on mat ünïcödé Köln 日本語 🙂 naïve 3.14 2026 1,000 it's we'll".split()
 
@@ -69,7 +69,7 @@ def test_ids_that_differ_on_the_sample_fall_back(caplog: pytest.LogCaptureFixtur
     tok = _abc_tokenizer()
     enc = to_tiktoken(tok)  # the file alone looks convertible ...
     assert enc.encode("abc") != tok.encode("abc").ids  # ... but the ids differ
-    with caplog.at_level(logging.INFO, logger="gptlab.data.tiktoken_bpe"):
+    with caplog.at_level(logging.INFO, logger="gptlab.data.tokenizers.tiktoken_bpe"):
         assert checked_encoding(tok, ["x abc y"]) is None
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "encoding with tokenizers" in lines[0] and "differ" in lines[0], lines
@@ -95,7 +95,7 @@ def test_unconvertible_tokenizers_fall_back_with_the_reason(
     }
     for why, tok in cases.items():
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="gptlab.data.tiktoken_bpe"):
+        with caplog.at_level(logging.INFO, logger="gptlab.data.tokenizers.tiktoken_bpe"):
             assert checked_encoding(tok, ["some text"]) is None, why
         assert [r.getMessage() for r in caplog.records] == [caplog.records[0].getMessage()], why
         assert why.split()[-1] in caplog.records[0].getMessage(), (why, caplog.records[0].getMessage())
@@ -124,7 +124,7 @@ def test_packed_cache_is_the_same_whichever_encoder_ran(
         bpe.save(tmp_path / "tok")
         kw = dict(source="json", path=str(tmp_path / "c.jsonl"), tokenizer="pretrained",
                   tokenizer_path=str(tmp_path / "tok"))  # fmt: skip
-    with caplog.at_level(logging.INFO, logger="gptlab.data.tiktoken_bpe"):
+    with caplog.at_level(logging.INFO, logger="gptlab.data.tokenizers.tiktoken_bpe"):
         fast_meta, fast = _pack(make_cfg, tmp_path, "tiktoken", **kw)
         slow_meta, slow = _pack(make_cfg, tmp_path, "tokenizers", **kw)
     said = [r.getMessage() for r in caplog.records]
@@ -153,17 +153,17 @@ def test_rustbpe_trainer_packs_rustbpes_own_ids(
     rustbpe = pytest.importorskip("rustbpe")
     from tiktoken_ext.openai_public import r50k_pat_str
 
-    from gptlab.data.packing import packed_fingerprint
+    from gptlab.data.resolve import resolve
 
     docs = corpus(300, seed=5)
     (tmp_path / "c.txt").write_text(EOT.join(docs))
     kw = dict(
         source="text", path=str(tmp_path / "c.txt"), doc_separator=EOT, tokenizer="bpe", bpe_vocab_size=400
     )
-    with caplog.at_level(logging.INFO, logger="gptlab.data.tiktoken_bpe"):
+    with caplog.at_level(logging.INFO, logger="gptlab.data.tokenizers.tiktoken_bpe"):
         packed = prepare_tokens(make_cfg(bpe_trainer="rustbpe", **kw))
     assert any(r.getMessage().startswith("encoding with tiktoken") for r in caplog.records)
-    assert packed.meta["fingerprint"] != packed_fingerprint(make_cfg(**kw))[0]
+    assert packed.meta["fingerprint"] != resolve(make_cfg(**kw)).key
     oracle = rustbpe.Tokenizer()  # document i is val iff i % 20 == 0 (data.val_fraction=0.05)
     oracle.train_from_iterator(iter([d for i, d in enumerate(docs) if i % 20]), 399, pattern=r50k_pat_str)
     eos = packed.meta["eos_id"]

@@ -23,8 +23,8 @@ from tiktoken_ext.openai_public import r50k_pat_str
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
 from gptlab.data.spec import tokenizer_from_spec, tokenizer_spec
-from gptlab.data.tiktoken_encodings import TiktokenTokenizer
 from gptlab.data.tokenizers import load_tokenizer
+from gptlab.data.tokenizers.tiktoken_encodings import TiktokenTokenizer
 from gptlab.errors import USER_ERRORS, one_line
 from gptlab.generation import GenerateConfig, generate
 from tests.training.rel_harness import REPO, TINY, train_here

@@ -245,6 +245,8 @@ COMMANDS: dict[str, str] = {
     "--procs 1,2 --rounds 2": "test_bench_packing",
     "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 128,32 --tokenizers bpe "
     "--procs 1,2 --rounds 2": "test_bench_packing",
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 512,128,32 --tokenizers bpe "
+    "--encoders tiktoken --procs 1,2 --rounds 2": "test_bench_packing",
     "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_bpe_train.py --sample-mib 200 --vocab-size 4096 "
     "--rounds 1 --budget-mib 12,50,all --corpus python-sources": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_budgets_on_python_sources",
     "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_bpe_train.py --sample-mib 100 --vocab-size 4096 "
@@ -971,6 +973,8 @@ def tools(work: Path, cache: Path) -> dict[str, object]:
                     "--tokenizers byte --procs 1,2 --rounds 2", *pack, cwd=root),
             run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 128,32 "
                     "--tokenizers bpe --procs 1,2 --rounds 2", *pack, cwd=root),
+            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 512,128,32 "
+                    "--tokenizers bpe --encoders tiktoken --procs 1,2 --rounds 2", *pack, cwd=root),
         ],
         "unigram": lambda: run_doc("python - <<'EOF'", cwd=root / "unigram", stdin=unigram_code()),
         "make": lambda: [
@@ -1015,6 +1019,8 @@ def test_bench_packing(tools: dict[str, object]) -> None:
         assert "MB/s" in ran.ok().stdout or "MiB" in ran.stdout, ran.stdout[-2000:]
     bpe = result(tools, "packing")[1].stdout  # issue 23: the BPE rows, one per encoder, side by side
     assert "| bpe (tiktoken) |" in bpe and "| bpe (tokenizers) |" in bpe, bpe[-2000:]
+    pool = result(tools, "packing")[2].stdout  # where processes pay: tiktoken only, 1 and 2 processes
+    assert "| bpe (tiktoken) | 2 |" in pool and "| bpe (tokenizers) |" not in pool, pool[-2000:]
 
 
 @pytest.mark.slow

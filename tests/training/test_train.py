@@ -10,6 +10,7 @@ import torch
 
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import val_mask
+from gptlab.data.resolve import resolve_source
 from gptlab.data.sources import load_documents
 from tests.conftest import TINY, column, read_csv_metrics, run_script
 
@@ -48,7 +49,7 @@ def test_run_dir_has_checkpoints_summary_sample_and_config(trained: Path) -> Non
     summary = json.loads((trained / "metrics.json").read_text())
     assert summary["status"] == "finished" and summary["steps"] == 30
     # the prompt is the start of the first val document (byte tokens: its first 16 bytes)
-    docs = load_documents(DataConfig(max_bytes=400000))
+    docs = load_documents(resolve_source(DataConfig(max_bytes=400000)))
     first_val = docs["text"][int(val_mask(len(docs), 0.05, docs["group"]).argmax())]
     assert summary["sample"].startswith(first_val[:16]) and len(summary["sample"]) > 16
     ckpt = torch.load(trained / "checkpoints" / "last.ckpt", weights_only=True)
@@ -63,7 +64,7 @@ def test_generate_without_prompt_starts_a_validation_document(trained: Path) -> 
         "generate.py", f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}", "max_new_tokens=8", cwd=trained
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    docs = load_documents(DataConfig(max_bytes=400000))
+    docs = load_documents(resolve_source(DataConfig(max_bytes=400000)))
     first_val = docs["text"][int(val_mask(len(docs), 0.05, docs["group"]).argmax())]
     assert proc.stdout.startswith(first_val[:16]) and len(proc.stdout) > 16, proc.stdout[:80]
 

@@ -17,197 +17,25 @@ val batches (FSDP2's forward is a collective) and the weighted sums over ranks c
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 
 from gptlab.data.config import DataConfig
-from gptlab.data.packing import PackedData, prepare_tokens
-from gptlab.data.shards import ShardedData, ShardedTokens, open_shards
+from gptlab.data.packing import PackedData, pack
+from gptlab.data.resolve import resolve, resolve_shards
+from gptlab.data.samplers import DEFAULT_VAL_WINDOWS, ShardedSubsetSampler, StreamBatchSampler, val_subset
+from gptlab.data.shards import ShardedData, read_shards
 from gptlab.data.tokenizers import Tokenizer
+from gptlab.data.windows import TokenWindows, WeightedWindows, collate_weighted, collate_windows
+
+__all__ = ["StreamBatchSampler", "TokenDataModule", "TokenWindows", "collate_windows"]
 
 log = logging.getLogger(__name__)
-
-
-class TokenWindows(Dataset):
-    """Window k = tokens[k·block_size : k·block_size + block_size + 1] of one split's token file."""
-
-    def __init__(self, packed: PackedData | ShardedData, split: str, block_size: int) -> None:
-        self.packed = packed
-        self.split = split
-        self.block_size = block_size
-        n_tokens = int(packed.meta["n_tokens"][split])
-        if n_tokens < block_size + 1:
-            raise ValueError(
-                f"data: the {split} split has {n_tokens} tokens, fewer than block_size+1="
-                f"{block_size + 1}; use a larger corpus (data.path / data.max_bytes), a smaller "
-                "block_size, or a different data.val_fraction"
-            )
-        self.n_tokens = n_tokens
-        self._tokens: np.memmap | ShardedTokens | None = None
-        self._pid: int | None = None
-
-    def __len__(self) -> int:
-        return (self.n_tokens - 1) // self.block_size
-
-    def tokens(self) -> np.memmap | ShardedTokens:
-        """The memmap, opened lazily once per process (DataLoader workers each open their own)."""
-        if self._tokens is None or self._pid != os.getpid():
-            self._tokens = self.packed.tokens(self.split)
-            self._pid = os.getpid()
-        return self._tokens
-
-    def __getitem__(self, k: int) -> np.ndarray:
-        if not 0 <= k < len(self):
-            raise IndexError(f"window {k} out of range for {len(self)} {self.split} windows")
-        start = k * self.block_size
-        return np.asarray(self.tokens()[start : start + self.block_size + 1])
-
-    def __getitems__(self, ks: list[int]) -> list[np.ndarray]:
-        return [self[k] for k in ks]
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_tokens"] = None  # never pickle a memmap into worker processes
-        return state
-
-
-def collate_windows(windows: list[np.ndarray]) -> torch.Tensor:
-    """Stack windows into a LongTensor (B, block_size+1); the model splits x=[:, :-1], y=[:, 1:]."""
-    return torch.from_numpy(np.stack(windows).astype(np.int64))
-
-
-class StreamBatchSampler(Sampler[list[int]]):
-    """This rank's micro-batches of the seeded global window stream, from a resumable position."""
-
-    def __init__(
-        self,
-        n_windows: int,
-        batch_size: int,
-        seed: int,
-        epoch_batches: int,
-        start: int | Callable[[], int] = 0,
-        rank: int = 0,
-        world_size: int = 1,
-    ) -> None:
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank={rank} must be in 0..world_size-1 (world_size={world_size})")
-        if n_windows < 1 or batch_size < 1 or epoch_batches < 1:
-            raise ValueError(
-                f"n_windows={n_windows}, batch_size={batch_size} and "
-                f"epoch_batches={epoch_batches} must all be >= 1"
-            )
-        self.n_windows = n_windows
-        self.batch_size = batch_size
-        self.seed = seed
-        self.epoch_batches = epoch_batches
-        self.start = start
-        self.rank = rank
-        self.world_size = world_size
-        self._perm_pass = -1
-        self._perm = torch.empty(0, dtype=torch.long)
-
-    @property
-    def global_batch(self) -> int:
-        """Samples per micro-step over all ranks."""
-        return self.batch_size * self.world_size
-
-    def start_position(self) -> int:
-        """Stream position where iteration begins (read now: the trainer may have been restored)."""
-        start = self.start() if callable(self.start) else self.start
-        if start < 0 or start % self.global_batch:
-            raise ValueError(f"start={start} must be a non-negative multiple of {self.global_batch}")
-        return start
-
-    def window_at(self, g: int) -> int:
-        """Window index at global stream position g."""
-        p, i = divmod(g, self.n_windows)
-        if p != self._perm_pass:
-            gen = torch.Generator().manual_seed(self.seed + p)
-            self._perm = torch.randperm(self.n_windows, generator=gen)
-            self._perm_pass = p
-        return int(self._perm[i])
-
-    def remaining(self, start: int) -> int:
-        """Micro-batches left in the epoch that contains stream position start."""
-        return self.epoch_batches - (start // self.global_batch) % self.epoch_batches
-
-    def __len__(self) -> int:
-        # The whole epoch, not what is left: Lightning restores its in-epoch batch counter on resume
-        # and ends the epoch when that counter reaches len(dataloader).
-        return self.epoch_batches
-
-    def __iter__(self) -> Iterator[list[int]]:
-        start = self.start_position()
-        for j in range(self.remaining(start)):
-            first = start + j * self.global_batch
-            yield [
-                self.window_at(g)
-                for g in range(first + self.rank, first + self.global_batch, self.world_size)
-            ]
-
-
-DEFAULT_VAL_WINDOWS = 128  # data.val_windows=null: this many, or the whole split if it is smaller
-VAL_SUBSET_SEED = 0  # fixed, not the run's seed: runs of every seed are scored on the same windows
-PAD = -1  # a sampler index that reads a dummy window of weight 0
-
-
-def val_subset(n_windows: int, count: int, seed: int = VAL_SUBSET_SEED) -> list[int]:
-    """`count` window indices spread over all n_windows, ascending (0: every window).
-
-    Stratified: stratum i is [⌊i·n/count⌋, ⌊(i+1)·n/count⌋), one uniform draw in each from a
-    generator seeded with `seed`, so the subset covers the split evenly and depends on nothing else.
-    """
-    if count == 0 or count == n_windows:
-        return list(range(n_windows))
-    if not 0 < count <= n_windows:
-        raise ValueError(f"count={count} must be in 0..n_windows={n_windows}")
-    edges = torch.arange(count + 1, dtype=torch.int64) * n_windows // count
-    size = edges[1:] - edges[:-1]  # >= 1 each, since count <= n_windows
-    u = torch.rand(count, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    offset = torch.minimum((u * size).long(), size - 1)
-    return (edges[:-1] + offset).tolist()
-
-
-class ShardedSubsetSampler(Sampler[int]):
-    """Rank r's share of the val subset: positions r, r+W, …, padded with PAD to ceil(N/W) entries."""
-
-    def __init__(self, subset: list[int], rank: int = 0, world_size: int = 1) -> None:
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank={rank} must be in 0..world_size-1 (world_size={world_size})")
-        per_rank = -(-len(subset) // world_size)
-        own = list(subset[rank::world_size])
-        self.indices = own + [PAD] * (per_rank - len(own))
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.indices)
-
-
-class WeightedWindows(Dataset):
-    """(window, weight) pairs of a split: weight 1 for a real window, 0 for PAD (window 0 again)."""
-
-    def __init__(self, windows: TokenWindows) -> None:
-        self.windows = windows
-
-    def __len__(self) -> int:
-        return len(self.windows)
-
-    def __getitem__(self, k: int) -> tuple[np.ndarray, float]:
-        return (self.windows[0], 0.0) if k == PAD else (self.windows[k], 1.0)
-
-
-def collate_weighted(items: list[tuple[np.ndarray, float]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(LongTensor (B, block_size+1), float weights (B,)): the val batch the module reduces."""
-    windows, weights = zip(*items, strict=True)
-    return collate_windows(list(windows)), torch.tensor(weights, dtype=torch.float32)
 
 
 class ResumableDataLoader(DataLoader):
@@ -251,7 +79,10 @@ class TokenDataModule(L.LightningDataModule):
         """Pack (or find cached) tokens, or open pre-tokenized shards in place; expose tokenizer,
         vocab_size, bytes_per_token, meta."""
         if self.packed is None:
-            self.packed = open_shards(self.cfg) if self.cfg.source == "tokens" else prepare_tokens(self.cfg)
+            if self.cfg.source == "tokens":  # read in place
+                self.packed = read_shards(resolve_shards(self.cfg))
+            else:  # the config resolved once, then sources -> tokenizing -> packing into the cache
+                self.packed = pack(resolve(self.cfg))
             self.tokenizer = self.packed.tokenizer
             self.meta = self.packed.meta
             self.vocab_size = int(self.meta["vocab_size"])

@@ -1,7 +1,7 @@
 """The tokenizer files of a Hugging Face directory: their names, the special tokens, a spec from them.
 
 Plain JSON reading only (no tokenizer library), so the exporter and the checkpoint loaders can use it
-without importing the data pipeline; `tokenizers.py` takes its file names from here too.
+without importing the data pipeline; the `tokenizers` package takes its file names from here too.
 """
 
 from __future__ import annotations

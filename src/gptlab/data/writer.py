@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from gptlab.data.streaming import Chunk
+from gptlab.data.sources.stream import Chunk
 from gptlab.data.tokenizers import ByteTokenizer, Tokenizer
 
 BATCH_BYTES = 4 << 20

@@ -18,20 +18,25 @@ from gptlab.data.config import DataConfig
 def data_vocab(data: DataConfig) -> tuple[int, str]:
     """(ids the data's tokenizer gives the model, where that number comes from)."""
     from gptlab.data import tokenizers
+    from gptlab.data.resolve import check_tokenizer_settings
 
     if data.source == "tokens":  # shards read in place: their own tokenizer rules (data.shards)
         from gptlab.data.shards import shard_tokenizer
 
-        tok, bound, what = shard_tokenizer(data)
+        bad_vocab = data.vocab_size is not None and data.vocab_size < 1  # refused first, as train.py does
+        file = (
+            tokenizers.pretrained_file(data.tokenizer_path) if data.tokenizer_path and not bad_vocab else None
+        )
+        tok, bound, what = shard_tokenizer(data.vocab_size, data.tokenizer_path, file)
         return max(bound, tok.vocab_size), what
-    tokenizers.check_tokenizer_settings(data)  # what train.py refuses, refused here in its words
+    check_tokenizer_settings(data)  # what train.py refuses, refused here in its words
     if data.tokenizer == "byte":
         return tokenizers.ByteTokenizer.vocab_size, "data.tokenizer=byte"
     if data.tokenizer == "bpe":
         # the most a BPE trains to (a corpus with too few merges stops short: the plan is an upper bound)
         return data.bpe_vocab_size, f"data.tokenizer=bpe data.bpe_vocab_size={data.bpe_vocab_size}"
     if data.tokenizer == "tiktoken":
-        from gptlab.data.tiktoken_encodings import TiktokenTokenizer
+        from gptlab.data.tokenizers.tiktoken_encodings import TiktokenTokenizer
 
         tt = TiktokenTokenizer.from_setting(data.tiktoken_encoding)
         return tt.vocab_size, f"data.tiktoken_encoding={data.tiktoken_encoding} ({tt.n_ids} ids, padded)"
@@ -39,7 +44,7 @@ def data_vocab(data: DataConfig) -> tuple[int, str]:
         raise ValueError(
             "data.tokenizer=pretrained needs data.tokenizer_path (a tokenizer.json or its directory)"
         )
-    size = tokenizers.PretrainedTokenizer(data.tokenizer_path).vocab_size
+    size = tokenizers.PretrainedTokenizer(tokenizers.pretrained_file(data.tokenizer_path)).vocab_size
     return size, f"data.tokenizer_path={data.tokenizer_path}"
 
 

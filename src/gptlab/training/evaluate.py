@@ -24,8 +24,8 @@ from gptlab.checkpoints import load_checkpoint
 from gptlab.compose import compose_raw
 from gptlab.data.config import DataConfig
 from gptlab.data.datamodule import TokenDataModule
-from gptlab.data.packing import packed_fingerprint
-from gptlab.data.sources import resolve_path
+from gptlab.data.paths import resolve_path
+from gptlab.data.resolve import resolve
 from gptlab.data.spec import same_tokenizer, write_tokenizer
 from gptlab.data.tokenizer_files import TOKENIZER_FILE
 from gptlab.data.tokenizers import pretrained_file
@@ -110,7 +110,7 @@ def data_for_checkpoint(data: DataConfig, spec: dict[str, Any]) -> DataConfig:
     if data.tokenizer == "pretrained":
         candidate = pretrained_file(data.tokenizer_path)
     elif data.tokenizer == "bpe":  # the training run's packed tokens, when they are cached
-        cached = resolve_path(data.cache_dir) / packed_fingerprint(data)[0] / TOKENIZER_FILE
+        cached = resolve(data).entry / TOKENIZER_FILE
         candidate = cached if cached.is_file() else None
     if candidate is not None and same_tokenizer(spec, {"name": "data", "json": candidate.read_text()}):
         return data

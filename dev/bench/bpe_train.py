@@ -2,7 +2,7 @@
 (nanochat's trainer), on the same sample of the generated TinyStories-shaped corpus, at the same
 vocabulary (256 bytes + <|endoftext|> + merges; rustbpe has no special tokens, so it gets one id less).
 
-Each measurement is a fresh interpreter (`python -m gptlab.bench.bpe_train --child <json>`): wall and
+Each measurement is a fresh interpreter (`python -m dev.bench.bpe_train --child <json>`): wall and
 CPU seconds (both trainers run threads), peak RSS (VmHWM), and the trained BPE's bytes per token on
 the 4 MB of the corpus after the sample, encoded by tiktoken with GPT-2's split pattern for both.
 Rounds interleave the trainers so load on a shared machine spreads over both.
@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gptlab.bench.child import run_child
-from gptlab.bench.packing import SEP, generate_corpus
+from dev.bench.child import run_child
+from dev.bench.packing import SEP, generate_corpus
 
 TRAINERS = ("tokenizers", "rustbpe")
 CORPORA = ("generated", "python-sources")
@@ -91,8 +91,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     """Train once in this process; time, peak memory and compression of the result."""
     import tiktoken
 
-    from gptlab.data.tiktoken_bpe import GPT2_PATTERN, to_tiktoken
     from gptlab.data.tokenizers import training_sample
+    from gptlab.data.tokenizers.tiktoken_bpe import GPT2_PATTERN, to_tiktoken
 
     corpus, sample, vocab = Path(spec["corpus"]), spec["sample_bytes"], spec["vocab_size"]
     counted = [0]
@@ -139,7 +139,7 @@ def measure(
         "vocab_size": vocab_size,
         "budget_bytes": budget_bytes,
     }
-    return run_child("gptlab.bench.bpe_train", spec, f"{trainer} training")
+    return run_child("dev.bench.bpe_train", spec, f"{trainer} training")
 
 
 def run(

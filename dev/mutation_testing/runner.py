@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from gptlab.mutation_testing.mutants import BASELINE, Mutant
+from dev.mutation_testing.mutants import BASELINE, Mutant
 
 # `make test`'s suite. pytest (9.x) merges `tests/oracle tests` into tests/ order, so the oracle
 # tests are put first by naming tests/'s other entries explicitly: the same set, oracles first.

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _sweep(work: Path, name: str, experiment: str, extra: list[str]) -> tuple[float, dict[str, float]]:

@@ -16,16 +16,8 @@ import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import datasets
-
-from gptlab.data.config import DataConfig
-from gptlab.data.sources import (
-    _builder_for,
-    _connection_errors,
-    _hub_unreachable,
-    resolve_files,
-    resolve_path,
-)
+from gptlab.data.plan import SourcePlan
+from gptlab.data.sources.hub import hub_texts
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +101,12 @@ def file_pieces(path: Path, sep: bytes) -> Iterator[Chunk]:
         yield [carry], [True]
 
 
-def text_pieces(cfg: DataConfig) -> Iterator[Chunk]:
+def text_pieces(src: SourcePlan) -> Iterator[Chunk]:
     """Every file of data.path in order, split at data.doc_separator; data.max_bytes applied."""
-    assert cfg.path is not None and cfg.doc_separator is not None
-    sep = separator_bytes(cfg.doc_separator)
-    chunks = (c for f in resolve_files(cfg.path) for c in file_pieces(f, sep))
-    return limit_pieces(chunks, cfg.max_bytes)
+    assert src.doc_separator is not None
+    sep = separator_bytes(src.doc_separator)
+    chunks = (c for f in src.files for c in file_pieces(f, sep))
+    return limit_pieces(chunks, src.max_bytes)
 
 
 def limit_pieces(chunks: Iterable[Chunk], max_bytes: int | None) -> Iterator[Chunk]:
@@ -144,46 +136,12 @@ def limit_pieces(chunks: Iterable[Chunk], max_bytes: int | None) -> Iterator[Chu
         return
 
 
-def _streaming_dataset(cfg: DataConfig) -> datasets.IterableDataset:
-    """datasets' streaming mode over the hub set, or over the local files in data.path."""
-    if cfg.path:
-        local = resolve_path(cfg.path)
-        if local.is_dir():
-            return datasets.load_dataset(str(local), cfg.subset, split=cfg.split, streaming=True)
-        files = resolve_files(cfg.path)
-        builder = _builder_for(files, f"data.path={cfg.path!r}")
-        return datasets.load_dataset(
-            builder, data_files=[str(f) for f in files], split="train", streaming=True
-        )
-    return datasets.load_dataset(cfg.name, cfg.subset, split=cfg.split, streaming=True)
-
-
-def hub_texts(cfg: DataConfig) -> Iterator[list[str | None]]:
-    """The text column of a streamed dataset, a batch of rows at a time, as the rows arrive."""
-    try:
-        stream = _streaming_dataset(cfg)
-        for batch in stream.iter(batch_size=256):
-            if cfg.text_column not in batch:
-                raise ValueError(
-                    f"data.text_column={cfg.text_column!r} is not a column of "
-                    f"{cfg.name or cfg.path}; accepted: one of {sorted(batch)}"
-                )
-            yield batch[cfg.text_column]
-    except _connection_errors() as e:
-        raise _hub_unreachable(cfg, e) from e
-
-
-def hub_pieces(cfg: DataConfig) -> Iterator[Chunk]:
+def hub_pieces(src: SourcePlan) -> Iterator[Chunk]:
     """One piece per row (each row is a document), up to data.max_bytes."""
-    chunks = (([(t or "").encode("utf-8") for t in texts], [True] * len(texts)) for texts in hub_texts(cfg))
-    return limit_pieces(chunks, cfg.max_bytes)
+    chunks = (([(t or "").encode("utf-8") for t in texts], [True] * len(texts)) for texts in hub_texts(src))
+    return limit_pieces(chunks, src.max_bytes)
 
 
-def streamed(cfg: DataConfig) -> bool:
-    """Whether the corpus is packed by the streaming packer (bounded memory) instead of datasets.map."""
-    return (cfg.source == "text" and cfg.doc_separator is not None) or (cfg.source == "hub" and cfg.streaming)
-
-
-def pieces(cfg: DataConfig) -> Iterator[Chunk]:
+def pieces(src: SourcePlan) -> Iterator[Chunk]:
     """The configured stream of pieces."""
-    return text_pieces(cfg) if cfg.source == "text" else hub_pieces(cfg)
+    return text_pieces(src) if src.kind == "text" else hub_pieces(src)

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gptlab.mutation_testing.mutants import BASELINE, MUTANTS, Mutant
-from gptlab.mutation_testing.runner import Result, check, run_one, tree_files
+from dev.mutation_testing.mutants import BASELINE, MUTANTS, Mutant
+from dev.mutation_testing.runner import Result, check, run_one, tree_files
 
 
 def main(argv: Sequence[str], repo: Path, doc: str = "") -> int:

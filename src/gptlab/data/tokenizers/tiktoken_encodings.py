@@ -27,9 +27,9 @@ import tiktoken
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers
 
-from gptlab.data.sources import resolve_path
-from gptlab.data.tiktoken_bpe import GPT2_PATTERN, bytes_to_unicode, encode_batch
+from gptlab.data.paths import resolve_path
 from gptlab.data.tokenizer_files import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE
+from gptlab.data.tokenizers.tiktoken_bpe import GPT2_PATTERN, bytes_to_unicode, encode_batch
 
 log = logging.getLogger(__name__)
 

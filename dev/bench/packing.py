@@ -3,7 +3,7 @@
 The BPE rows run once per encoder (`--encoders tiktoken,tokenizers`: data.bpe_encoder forced to each),
 side by side in the same rounds, and check that both packed the same bytes (meta.json's checksums).
 
-Each measurement is a fresh interpreter (`python -m gptlab.bench.packing --child <json>`) that packs
+Each measurement is a fresh interpreter (`python -m dev.bench.packing --child <json>`) that packs
 the corpus with `prepare_tokens` into an empty cache, so imports, the pool's start, writing and the
 checksums are all in the time; the corpus is read from the page cache after the first round. Peak RSS
 is VmHWM from /proc (not getrusage, whose maxrss survives exec and so reports the parent's size); the
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from gptlab.bench.child import run_child
+from dev.bench.child import run_child
 
 SEP = "<|endoftext|>"
 _UNIQUE = 32 << 20  # distinct text generated; larger corpora repeat it (documents stay distinct in order)
@@ -78,14 +78,14 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     from gptlab.data.config import DataConfig
     from gptlab.data.packing import prepare_tokens
 
-    if spec.pop("force_pool", False):  # corpora under PARALLEL_MIN_BYTES would otherwise run in-process
+    if spec.pop("force_pool", False):  # measure the pool the packer does not choose (STREAM_POOL)
         packing.PARALLEL_MIN_BYTES = 0
-        packing.STREAM_POOL_FOR_BYTES = True  # measure the pool the packer would not choose for bytes
+        packing.STREAM_POOL = True
     said: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
-    logging.getLogger("gptlab.data.tiktoken_bpe").addHandler(handler)
-    logging.getLogger("gptlab.data.tiktoken_bpe").setLevel(logging.INFO)
+    logging.getLogger("gptlab.data.tokenizers.tiktoken_bpe").addHandler(handler)
+    logging.getLogger("gptlab.data.tokenizers.tiktoken_bpe").setLevel(logging.INFO)
     t0, c0 = time.perf_counter(), time.process_time()
     packed = prepare_tokens(DataConfig(**spec))
     seconds = time.perf_counter() - t0
@@ -132,7 +132,7 @@ def measure(case: Case, corpus: Path, bpe_dir: Path, work: Path) -> dict[str, An
     if case.tokenizer == "bpe":
         spec.update(tokenizer="pretrained", tokenizer_path=str(bpe_dir), bpe_encoder=case.encoder)
     try:
-        result = run_child("gptlab.bench.packing", spec, "packing child")
+        result = run_child("dev.bench.packing", spec, "packing child")
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     if case.encoder and not any(

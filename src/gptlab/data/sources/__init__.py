@@ -1,0 +1,49 @@
+"""Document sources, the first stage: every data.source becomes a `datasets.Dataset` with one "text"
+column (load_documents), or, for the streaming packer, a stream of UTF-8 pieces (sources.stream).
+
+The stages take a resolved SourcePlan (data.plan): the files are already matched, nothing here reads
+the data config or resolves a path. One module per kind: stdlib, files (text/json/parquet), hub.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import datasets
+
+from gptlab.data.plan import SourcePlan
+from gptlab.data.sources.files import load_files
+from gptlab.data.sources.hub import load_hub
+from gptlab.data.sources.limits import limit_bytes
+from gptlab.data.sources.stdlib import STDLIB_EXCLUDED_DIRS, stdlib_documents, stdlib_files
+
+__all__ = ["STDLIB_EXCLUDED_DIRS", "load_documents", "stdlib_files"]
+
+log = logging.getLogger(__name__)
+
+
+def _text_only(ds: datasets.Dataset, column: str, what: str) -> datasets.Dataset:
+    if column not in ds.column_names:
+        raise ValueError(
+            f"data.text_column={column!r} is not a column of {what}; accepted: one of {ds.column_names}"
+        )
+    ds = ds.select_columns([column])
+    return ds.rename_column(column, "text") if column != "text" else ds
+
+
+def load_documents(src: SourcePlan) -> datasets.Dataset:
+    """Load the corpus as documents in a fixed order, one per row of column "text" (pystdlib adds
+    column "group": documents of one group go to the same split)."""
+    if src.kind == "pystdlib":
+        assert src.root is not None
+        ds = stdlib_documents(src.root, list(src.files), src.max_bytes)
+    elif src.kind == "hub":
+        ds = _text_only(load_hub(src), src.text_column, f"hub dataset {src.name or src.path}")
+    else:
+        ds = load_files(src.kind, src.files, src.path, src.hf_cache)
+        column = "text" if src.kind == "text" else src.text_column
+        ds = _text_only(ds, column, f"data.path={src.path!r}")
+    if src.max_bytes is not None and src.kind != "pystdlib":
+        ds = limit_bytes(ds, src.max_bytes)
+    log.info("loaded %d documents from data.source=%s", len(ds), src.kind)
+    return ds
