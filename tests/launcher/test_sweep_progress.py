@@ -132,6 +132,9 @@ def test_status_of_a_real_two_slot_sweep_while_it_runs_and_after_kill_9(tmp_path
     assert "(sweep process gone)" in after.stdout.splitlines()[-1]
     printed = (tmp_path / "out.txt").read_text()
     assert re.search(r"\[sweep\] job 1 started \| 0 done, 2 running, 0 failed, 2 pending of 4", printed)
+    for k in ("0", "1"):  # each job's own output went to its dir, not to the sweep's terminal
+        assert "[gptlab.data.packing][INFO]" in (sweep / k / "output.log").read_text()
+    assert "[gptlab." not in printed and "Traceback" not in printed, printed[-2000:]
 
 
 @pytest.mark.parametrize(
