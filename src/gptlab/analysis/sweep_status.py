@@ -105,8 +105,18 @@ def last_val_loss(job: Job) -> float | None:
     return job.metric("final_val_loss")
 
 
-def describe(job: Job) -> str:
-    return " ".join(f"{k}={v}" for k, v in job.values.items() if not k.startswith("hydra."))
+def swept_keys(jobs: list[Job]) -> set[str]:
+    """The override keys whose values differ between jobs: what tells one job from another."""
+    seen: dict[str, set[str]] = {}
+    for job in jobs:
+        for k, v in job.values.items():
+            seen.setdefault(k, set()).add(v)
+    n = len(jobs)
+    return {k for k, vs in seen.items() if len(vs) > 1 or sum(k in j.values for j in jobs) < n}
+
+
+def describe(job: Job, keys: set[str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in job.values.items() if k in keys and not k.startswith("hydra."))
 
 
 def read_status(sweep_dir: str | Path, now: float | None = None) -> tuple[list[Row], str]:
@@ -125,13 +135,15 @@ def read_status(sweep_dir: str | Path, now: float | None = None) -> tuple[list[R
     alive = sweep_alive(progress)
     launched = (progress or {}).get("jobs", {})
     rows = []
-    for job in read_sweep(root):
+    jobs = read_sweep(root)
+    keys = swept_keys(jobs)
+    for job in jobs:
         word = (launched.get(job.name) or {}).get("state")
         state = job_state(job, word, alive)
         step = job.last_step()
         if step is None and job.metrics is not None:
             step = job.metrics.get("steps") if isinstance(job.metrics.get("steps"), int) else None
-        rows.append(Row(job.name, state, step, max_steps(job), last_val_loss(job), describe(job)))
+        rows.append(Row(job.name, state, step, max_steps(job), last_val_loss(job), describe(job, keys)))
     return rows, status_line(rows, progress, alive, now)
 
 

@@ -283,6 +283,13 @@ MUTANTS: list[Mutant] = [
            "FSDP2's first clip propagates shardings on global-shape fakes, counted as the whole model"),
     Mutant("plan_vocab_from_model_only", "planning/vocab.py", "    if ids > model_vocab:",
            "    if False:", "the logits planned at model.vocab_size, not the tokenizer's size train.py uses"),
+    # --- issue 31: the sweep's wandb view names only keys the runs log; its ETA ---
+    Mutant("view_key_renamed_update_rms", "training/callbacks/telemetry.py",
+           'metrics[f"update_rms/{block}"]', 'metrics[f"update_rms_/{block}"]',
+           "telemetry renames a key: the view's panel names a key no run logs"),
+    Mutant("eta_divides_by_slots", "launcher/progress.py",
+           "heapq.heappush(free, heapq.heappop(free) + mean)", "heapq.heappush(free, heapq.heappop(free))",
+           "the ETA forgets the pending jobs' time"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
