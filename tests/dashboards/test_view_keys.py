@@ -192,3 +192,24 @@ def test_bad_inputs_one_line_exit_2(sweeps: dict[str, Path], tmp_path: Path) -> 
     _bad(no_wandb, message="no job logged to wandb (empty group")
     _bad(no_wandb, "colour=red", message="colour= is not accepted")
     assert subprocess.run([sys.executable, str(REPO / "scripts" / "dashboard.py")]).returncode == 2
+
+
+def test_a_single_run_shorter_than_the_telemetry_cadence(tmp_path: Path) -> None:
+    """`python train.py` for 2 steps at the default cadence (telemetry every 10 steps) logs no
+    telemetry key: its view has no telemetry section, and every key it names is in the run's history."""
+    run = tmp_path / "run"
+    proc = run_script(
+        "train.py", "model.n_layer=2", "model.n_embd=32", "model.n_head=2", "model.block_size=32",
+        "data.batch_size=4", "data.max_bytes=100000", "data.val_windows=4", "trainer.max_steps=2",
+        "trainer.val_check_interval=2", "sample.max_new_tokens=0", "trainer.enable_progress_bar=false",
+        f"hydra.run.dir={run}", f"data.cache_dir={tmp_path / 'cache'}", env={"OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    built = _dashboard(run)
+    assert built.returncode == 0, built.stderr
+    (wandb_file,) = sorted(run.glob("wandb/offline-run-*/run-*.wandb"))
+    history, *_ = logged(wandb_file)
+    view = view_of(run)
+    assert not {k for k in history if k.startswith("grad_norm/")}  # the premise: no telemetry step
+    assert panel_keys(view) <= history, sorted(panel_keys(view) - history)
+    assert [s.name for s in view.sections] == ["Loss", "Stability and speed"]

@@ -36,6 +36,8 @@ class RunShape:
     groups: tuple[str, ...]  # telemetry groups: total, embed, block_XX[/attn|/ffn], final_norm, head
     telemetry: bool
     act_rms: bool
+    log_steps: bool  # any step Lightning logs (train/loss, skipped steps): max_steps reaches the cadence
+    throughput: bool  # its first interval is skipped: max_steps reaches twice the cadence
     attention: bool
     grad_clip: bool
     z_loss: bool
@@ -99,15 +101,23 @@ def shape_of(job_dir: Path) -> RunShape:
     tele = (cfg.get("callbacks") or {}).get("telemetry") or {}
     optim = cfg.get("optim") or {}
     trainer = cfg.get("trainer") or {}
-    every = tele.get("every_n_steps") or trainer.get("log_every_n_steps") or 10
+    log_every = int(trainer.get("log_every_n_steps") or 10)
+    every = int(tele.get("every_n_steps") or log_every)
     max_steps = trainer.get("max_steps")
-    # telemetry logs optimizer step s when (s + 1) % every == 0: a run shorter than that logs none
-    # (a loss spike forces a step too, but that is no part of the config)
-    reaches = not isinstance(max_steps, int) or max_steps < 0 or max_steps >= int(every)
-    on = bool(tele.get("enabled", True)) and reaches
+    unbounded = not isinstance(max_steps, int) or max_steps < 0
+
+    def reaches(steps: int) -> bool:
+        return unbounded or max_steps >= steps
+
+    # Lightning logs step s when (s + 1) % log_every == 0, telemetry when (s + 1) % every == 0: a run
+    # shorter than that logs none of those keys (a loss spike forces a telemetry step too, but that
+    # is no part of the config); throughput skips its first interval (compilation, warm-up)
+    on = bool(tele.get("enabled", True)) and reaches(every)
     return RunShape(
         groups=telemetry_groups(cfg["model"]),
         telemetry=on,
+        log_steps=reaches(log_every),
+        throughput=reaches(2 * log_every),
         act_rms=on and bool(tele.get("act_rms", True)),
         attention=on and bool(tele.get("attention", True)),
         grad_clip=float(optim.get("grad_clip") or 0) > 0,
@@ -119,14 +129,15 @@ def shape_of(job_dir: Path) -> RunShape:
 def families(shape: RunShape) -> dict[str, list[str]]:
     """Key family → the keys this run logs, in plotting order (blocks input → output)."""
     blocks = shape.blocks
+    logs, fast = shape.log_steps, shape.throughput
     out: dict[str, list[str]] = {
-        "train": ["train/loss"] + (["train/z_loss"] if shape.z_loss else []),
+        "train": (["train/loss"] if logs else []) + (["train/z_loss"] if logs and shape.z_loss else []),
         "val": ["val/loss", "val/bpb"],
-        "tokens": ["tokens_seen"],
+        "tokens": ["tokens_seen"],  # log steps and the last step
         "lr": ["lr"],
-        "skipped": ["train/skipped_steps"],
-        "throughput": ["throughput/tokens_per_sec", "throughput/step_time"]
-        + (["throughput/mfu"] if shape.mfu else []),
+        "skipped": ["train/skipped_steps"] if logs else [],
+        "throughput": (["throughput/tokens_per_sec", "throughput/step_time"] if fast else [])
+        + (["throughput/mfu"] if fast and shape.mfu else []),
     }
     if not shape.telemetry:
         return out

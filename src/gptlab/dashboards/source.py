@@ -14,7 +14,6 @@ from pathlib import Path
 from gptlab.ablation.sweep_dir import read_record
 from gptlab.dashboards.keys import RunShape, read_config, shape_of
 from gptlab.dashboards.view import Target, verdict_markdown
-from gptlab.training.loggers import previous_wandb_id
 
 
 class NotBuildable(ValueError):
@@ -32,6 +31,13 @@ def merge(shapes: list[RunShape]) -> RunShape:
         if f.name != "groups"
     }
     return RunShape(groups=tuple(groups), **flags)
+
+
+def previous_wandb_id(run_dir: Path) -> str | None:
+    """The id of the newest wandb run in `run_dir` (as training.loggers reads it; not imported from
+    there: that module imports Lightning, 10-30 s, which building a view never needs)."""
+    files = sorted((run_dir / "wandb").glob("*run-*/run-*.wandb"), key=lambda p: p.stat().st_mtime)
+    return files[-1].stem.removeprefix("run-") if files else None
 
 
 def job_dirs(sweep: Path) -> list[Path]:

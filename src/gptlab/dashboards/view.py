@@ -72,20 +72,25 @@ def _question(shape: RunShape, t: Target) -> list[Any]:
     return panels
 
 
+def _names_a_key(panel: Any) -> bool:
+    """A line plot without a y key (a family this config does not log) is left out."""
+    return type(panel).__name__ != "LinePlot" or bool(panel.y)
+
+
 def sections(shape: RunShape, t: Target) -> list[Any]:
     """The view's sections; a section with no key this config logs is left out."""
     import wandb_workspaces.workspaces as ws
 
     k = families(shape)
+    train = [key for key in k["train"] if key == "train/loss"]
     loss = [
-        _line("train loss", k["train"][:1]),
+        _line("train loss", train),
         _line("val loss", ["val/loss"]),
-        _line("train loss against tokens", k["train"][:1], x="tokens_seen"),
+        _line("train loss against tokens", train, x="tokens_seen"),
         _line("val loss against tokens", ["val/loss"], x="tokens_seen"),
         _line("val bits per byte", ["val/bpb"]),
+        _line("z-loss term (mean log²Z)", [key for key in k["train"] if key == "train/z_loss"]),
     ]
-    if len(k["train"]) > 1:
-        loss.append(_line("z-loss term (mean log²Z)", k["train"][1:]))
     grads = []
     for family, title in (
         ("grad_norm/block", "grad norm by block (input → output)"),
@@ -117,11 +122,10 @@ def sections(shape: RunShape, t: Target) -> list[Any]:
     speed = [
         _line("updates skipped (non-finite or spike)", k["skipped"]),
         _line("learning rate", k["lr"]),
-        _line("throughput (tokens/s)", k["throughput"][:1]),
-        _line("step time (s)", k["throughput"][1:2]),
+        _line("throughput (tokens/s)", [key for key in k["throughput"] if key.endswith("tokens_per_sec")]),
+        _line("step time (s)", [key for key in k["throughput"] if key.endswith("step_time")]),
+        _line("MFU", [key for key in k["throughput"] if key.endswith("mfu")]),
     ]
-    if shape.mfu:
-        speed.append(_line("MFU", ["throughput/mfu"]))
     named = [
         ("The question", _question(shape, t)),
         ("Loss", loss),
@@ -130,6 +134,7 @@ def sections(shape: RunShape, t: Target) -> list[Any]:
         ("Updates and activations", updates),
         ("Stability and speed", speed),
     ]
+    named = [(n, [p for p in panels if _names_a_key(p)]) for n, panels in named]
     if t.arm_key:  # seeds of an arm: their mean, and a band from min to max
         for _, panels in named:
             for panel in panels:
