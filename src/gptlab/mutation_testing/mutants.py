@@ -290,6 +290,12 @@ MUTANTS: list[Mutant] = [
     Mutant("eta_divides_by_slots", "launcher/progress.py",
            "heapq.heappush(free, heapq.heappop(free) + mean)", "heapq.heappush(free, heapq.heappop(free))",
            "the ETA forgets the pending jobs' time"),
+    Mutant("view_ignores_telemetry_cadence", "dashboards/keys.py",
+           'on = bool(tele.get("enabled", True)) and reaches(every)', 'on = bool(tele.get("enabled", True))',
+           "a run shorter than the telemetry cadence gets panels of keys it never logged"),
+    Mutant("status_trusts_a_dead_sweep", "analysis/sweep_status.py",
+           '    if alive is False:\n        return "interrupted"\n    return "running"',
+           '    return "running"', "jobs of a SIGKILLed sweep shown as running"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
