@@ -304,6 +304,19 @@ MUTANTS: list[Mutant] = [
     Mutant("csv_resume_drops_earlier_rows", "training/loggers.py",
            'self.metrics = [r for r in self.earlier if int(float(r["step"])) < first] + self.metrics',
            "self.metrics = self.metrics", "metrics.csv after a resume holds only the steps after it"),
+    # --- issue 31: the sweep's wandb view names only keys the runs log; its ETA ---
+    Mutant("view_key_renamed_update_rms", "training/callbacks/telemetry.py",
+           'metrics[f"update_rms/{block}"]', 'metrics[f"update_rms_/{block}"]',
+           "telemetry renames a key: the view's panel names a key no run logs"),
+    Mutant("eta_divides_by_slots", "launcher/progress.py",
+           "heapq.heappush(free, heapq.heappop(free) + mean)", "heapq.heappush(free, heapq.heappop(free))",
+           "the ETA forgets the pending jobs' time"),
+    Mutant("view_ignores_telemetry_cadence", "dashboards/keys.py",
+           'on = bool(tele.get("enabled", True)) and reaches(every)', 'on = bool(tele.get("enabled", True))',
+           "a run shorter than the telemetry cadence gets panels of keys it never logged"),
+    Mutant("status_trusts_a_dead_sweep", "analysis/sweep_status.py",
+           '    if alive is False:\n        return "interrupted"\n    return "running"',
+           '    return "running"', "jobs of a SIGKILLed sweep shown as running"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -45,7 +45,7 @@ def sweep_dir(r: Run) -> Path:
 def test_two_jobs_and_nothing_else(sweep_run: Run) -> None:
     sweep_run.check()
     root = sweep_dir(sweep_run)
-    assert sorted(p.name for p in root.iterdir()) == ["0", "1", "multirun.yaml"]
+    assert sorted(p.name for p in root.iterdir()) == ["0", "1", "multirun.yaml", "progress.json"]
     assert list(sweep_run.cwd.iterdir()) == [], "the sweep left files in the working directory"
     # neither job nested a sweep of its own, and no rank wrote elsewhere
     assert not list(root.glob("*/multirun.yaml")) and not list(root.glob("*/[0-9]"))

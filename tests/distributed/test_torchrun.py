@@ -15,7 +15,7 @@ def test_one_sweep_dir_for_all_ranks(torchrun_run: Run) -> None:
     assert sorted(p.name for p in torchrun_run.cwd.iterdir()) == ["multirun"], "stray output dirs"
     (sweep,) = list((torchrun_run.cwd / "multirun").iterdir())
     assert sweep.name.startswith("torchrun-"), sweep.name
-    assert sorted(p.name for p in sweep.iterdir()) == ["0", "multirun.yaml"]
+    assert sorted(p.name for p in sweep.iterdir()) == ["0", "multirun.yaml", "progress.json"]
 
 
 def test_one_two_process_job_and_no_extra_processes(torchrun_run: Run) -> None:

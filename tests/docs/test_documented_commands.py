@@ -251,6 +251,10 @@ COMMANDS: dict[str, str] = {
     "--rounds 1 --budget-mib 12,50,all --corpus python-sources": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_budgets_on_python_sources",
     "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_bpe_train.py --sample-mib 100 --vocab-size 4096 "
     "--rounds 2": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_script_times_both_trainers",
+    # docs/dashboards.md and README (issue 31): run on real sweeps by their own tests
+    "python scripts/dashboard.py <sweep dir>": "tests/dashboards/test_view_keys.py::test_offline_the_command_writes_the_file_and_says_how_to_upload",
+    "python scripts/dashboard.py <sweep dir> entity=<you> project=gptlab": "not runnable here: saving needs the network and a wandb account (the same command offline, which writes the file and prints the upload line: tests/dashboards/test_view_keys.py::test_offline_the_command_writes_the_file_and_says_how_to_upload)",
+    "python scripts/status.py <sweep dir>": "tests/launcher/test_sweep_progress.py::test_status_of_a_real_two_slot_sweep_while_it_runs_and_after_kill_9",
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,9 @@ def log_report_to_wandb(report: Path, group: str | None, logger_cfg: dict[str, A
         }
         run.log(images)
         run.summary["report_md"] = report.read_text()
+        view = report.parent / "wandb_view.json"  # gptlab.dashboards: the sweep's saved view
+        if view.is_file():
+            run.save(str(view), base_path=str(report.parent), policy="now")
         run_id = run.id
         run.finish()
         return run_id
@@ -50,8 +54,11 @@ def log_report_to_wandb(report: Path, group: str | None, logger_cfg: dict[str, A
         return None
 
 
-def report_and_log(sweep_dir: Path, config: DictConfig, group: str | None) -> Path | None:
-    """Write the report (figures included) and log it to the group's summary run."""
+def report_and_log(
+    sweep_dir: Path, config: DictConfig, group: str | None, before_log: Callable[[], Any] | None = None
+) -> Path | None:
+    """Write the report (figures included) and log it to the group's summary run; `before_log`
+    runs between the two (the sweep's wandb view, which reads the report, is then attached too)."""
     from gptlab.analysis.ladder import LadderError
     from gptlab.analysis.report import write_report
 
@@ -67,6 +74,8 @@ def report_and_log(sweep_dir: Path, config: DictConfig, group: str | None) -> Pa
     logger_cfg = OmegaConf.to_container(config.logger, resolve=False)
     assert isinstance(logger_cfg, dict)
     logger_cfg["group"] = group
+    if before_log is not None:
+        before_log()
     log_report_to_wandb(report, group, logger_cfg)
     return report
 

@@ -108,6 +108,7 @@ def run_in_slots(
     poll_s: float = 0.1,
     on_start: Callable[[Task, Slot], None] | None = None,
     preload: str = "",
+    on_end: Callable[[Outcome], None] | None = None,
 ) -> list[Outcome]:
     """Every task run once, started in list order as slots free up; outcomes in the tasks' order."""
     scratch.mkdir(mode=0o700, parents=True, exist_ok=True)  # job files: this user's processes only
@@ -155,9 +156,9 @@ def run_in_slots(
             if stop:
                 queue.clear()
             time.sleep(poll_s)
-            _collect(workers, outcomes, scratch)
+            _collect(workers, outcomes, scratch, on_end)
             if stop:
-                _wait_then_kill(workers, outcomes, scratch, stop_timeout_s, poll_s)
+                _wait_then_kill(workers, outcomes, scratch, stop_timeout_s, poll_s, on_end)
     finally:
         for w in workers.values():  # end of stdin: an idle worker exits
             if w.proc.poll() is None and w.proc.stdin is not None:
@@ -178,7 +179,12 @@ def run_in_slots(
     return [outcomes[t.num] for t in tasks]
 
 
-def _collect(workers: dict[int, _Worker], outcomes: dict[int, Outcome], scratch: Path) -> None:
+def _collect(
+    workers: dict[int, _Worker],
+    outcomes: dict[int, Outcome],
+    scratch: Path,
+    on_end: Callable[[Outcome], None] | None = None,
+) -> None:
     """Record the outcome of every job that finished, or whose worker died under it."""
     for w in workers.values():
         if w.task is None:
@@ -187,24 +193,31 @@ def _collect(workers: dict[int, _Worker], outcomes: dict[int, Outcome], scratch:
         done = outcome_path(job_file)
         code = w.proc.poll()
         if done.exists() or code is not None:
-            outcomes[w.task.num] = _read_outcome(w.task.num, job_file, code)
+            out = outcomes[w.task.num] = _read_outcome(w.task.num, job_file, code)
             w.task = None
+            if on_end:
+                on_end(out)
 
 
 def _wait_then_kill(
-    workers: dict[int, _Worker], outcomes: dict[int, Outcome], scratch: Path, timeout_s: float, poll_s: float
+    workers: dict[int, _Worker],
+    outcomes: dict[int, Outcome],
+    scratch: Path,
+    timeout_s: float,
+    poll_s: float,
+    on_end: Callable[[Outcome], None] | None = None,
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(w.proc.poll() is None for w in workers.values()):
         time.sleep(poll_s)
-        _collect(workers, outcomes, scratch)
+        _collect(workers, outcomes, scratch, on_end)
     for w in workers.values():
         if w.proc.poll() is None:
             if w.task is not None:
                 log.error("job %d did not stop within %.0f s of SIGTERM: killed", w.task.num, timeout_s)
             _kill_group(w.proc, signal.SIGKILL)
             w.proc.wait()
-    _collect(workers, outcomes, scratch)
+    _collect(workers, outcomes, scratch, on_end)
 
 
 def _read_outcome(num: int, job_file: Path, code: int | None) -> Outcome:

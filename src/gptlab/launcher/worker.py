@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,40 @@ def _portable(err: BaseException) -> BaseException:
         return RuntimeError(f"{type(err).__name__}: {err}")
 
 
+def job_log(config: Any) -> Path | None:
+    """<job dir>/output.log: where a job that runs beside others writes its terminal output."""
+    try:
+        return Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir) / "output.log"
+    except Exception:  # noqa: BLE001 - a config without Hydra's keys keeps the terminal
+        return None
+
+
+@contextmanager
+def output_to(path: Path | None) -> Iterator[None]:
+    """Send this process's stdout and stderr (file descriptors 1 and 2, so the progress bar and
+    child processes too) to `path` for the job's duration: jobs side by side do not interleave
+    their output on the terminal, where the sweep's status lines go."""
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "a") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+
+
 def run_one(job_file: Path) -> None:
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobStatus, run_job, setup_globals
@@ -42,13 +78,14 @@ def run_one(job_file: Path) -> None:
     payload: dict[str, Any] = cloudpickle.loads(job_file.read_bytes())
     Singleton.set_state(payload["singletons"])
     setup_globals()
-    ret = run_job(
-        hydra_context=payload["hydra_context"],
-        task_function=payload["task_function"],
-        config=payload["config"],
-        job_dir_key="hydra.sweep.dir",
-        job_subdir_key="hydra.sweep.subdir",
-    )
+    with output_to(job_log(payload["config"])):
+        ret = run_job(
+            hydra_context=payload["hydra_context"],
+            task_function=payload["task_function"],
+            config=payload["config"],
+            job_dir_key="hydra.sweep.dir",
+            job_subdir_key="hydra.sweep.subdir",
+        )
     ok = ret.status == JobStatus.COMPLETED
     outcome: dict[str, Any] = {"status": DONE if ok else FAILED, "value": ret._return_value if ok else None}
     if not ok:

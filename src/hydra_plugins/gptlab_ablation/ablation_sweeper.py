@@ -96,8 +96,15 @@ class AblationSweeper(Sweeper):
         assert self.config is not None and self.hydra_context is not None
         results = run_grid(self, arguments)
         if self.report:
+            from omegaconf import OmegaConf
+
             from gptlab.analysis.sweep_summary import report_and_log
+            from gptlab.dashboards.cli import write_at_sweep_end
 
             sweep_dir = Path(str(self.config.hydra.sweep.dir))
-            report_and_log(sweep_dir, self.config, sweep_group_of_record(sweep_dir, self.config))
+            logger_cfg = OmegaConf.to_container(self.config.logger, resolve=False)
+            report_and_log(
+                sweep_dir, self.config, sweep_group_of_record(sweep_dir, self.config),
+                before_log=lambda: write_at_sweep_end(sweep_dir, logger_cfg),  # type: ignore[arg-type]
+            )  # fmt: skip
         return results

@@ -162,6 +162,7 @@ class SlotsLauncher(BasicLauncher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from gptlab.launcher.pool import Task, run_in_slots
+        from gptlab.launcher.progress import SweepProgress
         from gptlab.launcher.slots import SlotError
 
         setup_globals()
@@ -195,6 +196,8 @@ class SlotsLauncher(BasicLauncher):
             )
             tasks.append(Task(int(cfg.hydra.job.num), payload))
 
+        progress = SweepProgress(sweep_dir, [t.num for t in tasks], len(slots))
+
         def started(task: Any, slot: Any) -> None:
             log.info(
                 "\t#%d (slot %d) : %s",
@@ -202,10 +205,15 @@ class SlotsLauncher(BasicLauncher):
                 slot.index,
                 " ".join(filter_overrides(job_overrides[tasks.index(task)])),
             )
+            progress.started(task.num)
 
-        outcomes = run_in_slots(
-            tasks, slots, sweep_dir / ".slots", self.stop_timeout_s, on_start=started, preload=self.preload
-        )
+        try:
+            outcomes = run_in_slots(
+                tasks, slots, sweep_dir / ".slots", self.stop_timeout_s, on_start=started,
+                preload=self.preload, on_end=lambda out: progress.ended(out.num, out.status == "completed"),
+            )  # fmt: skip
+        finally:
+            progress.close()
         returns = []
         for overrides, cfg, out in zip(job_overrides, configs, outcomes, strict=True):
             ret = JobReturn(
@@ -224,7 +232,11 @@ class SlotsLauncher(BasicLauncher):
         """One slot: Hydra's basic launcher, each job in this process (its composed config kept)."""
         from hydra.core.utils import run_job
 
-        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        from gptlab.launcher.progress import SweepProgress
+
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        progress = SweepProgress(sweep_dir, [int(c.hydra.job.num) for c in configs], 1)
         if self.threads != "auto":
             import torch
 
@@ -232,6 +244,7 @@ class SlotsLauncher(BasicLauncher):
         runs = []
         for overrides, cfg in zip(job_overrides, configs, strict=True):
             log.info("\t#%d : %s", int(cfg.hydra.job.num), " ".join(filter_overrides(overrides)))
+            progress.started(int(cfg.hydra.job.num))
             ret = run_job(
                 hydra_context=self.hydra_context,
                 task_function=self.task_function,
@@ -241,4 +254,6 @@ class SlotsLauncher(BasicLauncher):
             )
             runs.append(ret)
             configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+            progress.ended(int(cfg.hydra.job.num), ret.status == JobStatus.COMPLETED)
+        progress.close()
         return runs

@@ -198,6 +198,8 @@ def _launch_collecting_failures(
         job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", state))
     jobs = executor.map_array(launcher, *zip(*job_params, strict=True))
     log.info("submitted %d jobs as one array (%s)", len(jobs), jobs[0].job_id.split("_")[0] if jobs else "-")
+    nums, parallel = [p[2] for p in job_params], launcher.params.get("array_parallelism")
+    _watch(launcher, jobs, job_overrides, nums, parallel)
     returns = []
     for job, overrides in zip(jobs, job_overrides, strict=True):
         try:
@@ -247,6 +249,16 @@ def killing_signal(job: Any) -> tuple[int, str] | None:
         if status.isdigit() and int(status) > 128:  # a shell's 128 + n: its command got signal n
             return int(status) - 128, f"sacct: {state} {code}"
     return None
+def _watch(launcher: Any, jobs: list[Any], overrides: Any, nums: list[int], parallel: Any) -> None:
+    """One status line per task start and end until the array is done (gptlab.launcher.progress)."""
+    from gptlab.launcher.progress import SweepProgress, watch_array
+    from hydra_plugins.gptlab_launchers.slots_launcher import literal_subdir
+
+    nums = [
+        n if literal_subdir(o) is None else literal_subdir(o) for n, o in zip(nums, overrides, strict=True)
+    ]
+    sweep_dir = Path(str(launcher.config.hydra.sweep.dir))
+    watch_array(jobs, nums, SweepProgress(sweep_dir, nums, int(parallel or len(jobs))))
 
 
 if SlurmLauncher is not None:

@@ -1,0 +1,161 @@
+"""Which metric keys a run logs, predicted from its composed config (not read from its logs).
+
+The view names only these keys, so it shows no `attn_*` panel when attention telemetry is off and
+no `grad_norm/head` when the embeddings are tied. The telemetry groups come from the model itself:
+its parameters are built on the meta device (no memory, no init) and grouped by the telemetry's own
+`group_names`; the key formats below follow `LayerTelemetry._reduce` (docs/architecture.md, Metric
+names). A renamed key in telemetry therefore makes this module name a key no run has, which
+tests/dashboards/test_view_keys.py catches against real runs' wandb files.
+The one key that depends on the machine rather than the config, `throughput/mfu` (a GPU whose peak
+is known), is taken when a job's own records show it (`logged_elsewhere`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gptlab.model.config import GPTConfig
+
+BLOCK_FAMILIES = ("update_ratio", "update_rms")  # one key per block_XX
+
+
+class ConfigUnreadable(ValueError):
+    """A job's .hydra/config.yaml is missing or not a gptlab config: one line."""
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """What of a run's config decides its keys."""
+
+    groups: tuple[str, ...]  # telemetry groups: total, embed, block_XX[/attn|/ffn], final_norm, head
+    telemetry: bool
+    act_rms: bool
+    log_steps: bool  # any step Lightning logs (train/loss, skipped steps): max_steps reaches the cadence
+    throughput: bool  # its first interval is skipped: max_steps reaches twice the cadence
+    attention: bool
+    grad_clip: bool
+    z_loss: bool
+    mfu: bool = False
+
+    @property
+    def blocks(self) -> list[str]:
+        return [g for g in self.groups if g.startswith("block_") and "/" not in g]
+
+
+def telemetry_groups(model: dict[str, Any]) -> tuple[str, ...]:
+    """The groups LayerTelemetry builds for this model config, from the model's own parameters."""
+    import torch
+
+    from gptlab.model.gpt import GPT
+    from gptlab.training.callbacks.groups import group_names
+
+    fields = {f.name for f in dataclasses.fields(GPTConfig)}
+    cfg = GPTConfig(**{k: v for k, v in model.items() if k in fields and k != "init_from"})
+    with torch.device("meta"):
+        gpt = GPT(cfg)
+    found: set[str] = set()
+    for name, _ in gpt.named_parameters():  # a tied matrix appears once, as tok_emb
+        found.update(group_names(name))
+    order = ["total", "embed"]
+    order += [f"block_{i:02d}{s}" for i in range(cfg.n_layer) for s in ("", "/attn", "/ffn")]
+    order += ["final_norm", "head"]
+    return tuple(g for g in order if g == "total" or g in found)
+
+
+def read_config(job_dir: Path) -> dict[str, Any]:
+    """The job's composed config as Hydra saved it (.hydra/config.yaml)."""
+    path = job_dir / ".hydra" / "config.yaml"
+    try:
+        cfg = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigUnreadable(
+            f"{path} is not readable ({type(err).__name__}); is {job_dir} a gptlab run?"
+        ) from None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("model"), dict):
+        raise ConfigUnreadable(f"{path} holds no model config; is {job_dir} a gptlab run?")
+    return cfg
+
+
+def logged_elsewhere(job_dir: Path) -> set[str]:
+    """Keys the job's own records show: its CSV log's header and wandb's summary file."""
+    keys: set[str] = set()
+    for csv_file in (job_dir / "csv").glob("metrics*.csv"):
+        with open(csv_file) as f:
+            keys.update(f.readline().strip().split(","))
+    for summary in (job_dir / "wandb").glob("*run-*/files/wandb-summary.json"):
+        try:
+            keys.update(json.loads(summary.read_text()))
+        except (OSError, ValueError):
+            pass
+    return keys
+
+
+def shape_of(job_dir: Path) -> RunShape:
+    cfg = read_config(job_dir)
+    tele = (cfg.get("callbacks") or {}).get("telemetry") or {}
+    optim = cfg.get("optim") or {}
+    trainer = cfg.get("trainer") or {}
+    log_every = int(trainer.get("log_every_n_steps") or 10)
+    every = int(tele.get("every_n_steps") or log_every)
+    max_steps = trainer.get("max_steps")
+    unbounded = not isinstance(max_steps, int) or max_steps < 0
+
+    def reaches(steps: int) -> bool:
+        return unbounded or max_steps >= steps
+
+    # Lightning logs step s when (s + 1) % log_every == 0, telemetry when (s + 1) % every == 0: a run
+    # shorter than that logs none of those keys (a loss spike forces a telemetry step too, but that
+    # is no part of the config); throughput skips its first interval (compilation, warm-up)
+    on = bool(tele.get("enabled", True)) and reaches(every)
+    return RunShape(
+        groups=telemetry_groups(cfg["model"]),
+        telemetry=on,
+        log_steps=reaches(log_every),
+        throughput=reaches(2 * log_every),
+        act_rms=on and bool(tele.get("act_rms", True)),
+        attention=on and bool(tele.get("attention", True)),
+        grad_clip=float(optim.get("grad_clip") or 0) > 0,
+        z_loss=float(optim.get("z_loss") or 0) > 0,
+        mfu="throughput/mfu" in logged_elsewhere(job_dir),
+    )
+
+
+def families(shape: RunShape) -> dict[str, list[str]]:
+    """Key family → the keys this run logs, in plotting order (blocks input → output)."""
+    blocks = shape.blocks
+    logs, fast = shape.log_steps, shape.throughput
+    out: dict[str, list[str]] = {
+        "train": (["train/loss"] if logs else []) + (["train/z_loss"] if logs and shape.z_loss else []),
+        "val": ["val/loss", "val/bpb"],
+        "tokens": ["tokens_seen"],  # log steps and the last step
+        "lr": ["lr"],
+        "skipped": ["train/skipped_steps"] if logs else [],
+        "throughput": (["throughput/tokens_per_sec", "throughput/step_time"] if fast else [])
+        + (["throughput/mfu"] if fast and shape.mfu else []),
+    }
+    if not shape.telemetry:
+        return out
+    whole = [g for g in shape.groups if "/" not in g and not g.startswith("block_")]
+    out["grad_norm/block"] = [f"grad_norm/{b}" for b in blocks]
+    out["grad_norm/attn"] = [f"grad_norm/{b}/attn" for b in blocks]
+    out["grad_norm/ffn"] = [f"grad_norm/{b}/ffn" for b in blocks]
+    out["grad_norm/whole"] = [f"grad_norm/{g}" for g in whole]
+    if shape.grad_clip:
+        out["clip_coef"] = ["grad_norm/clip_coef"]
+    out["param_norm/block"] = [f"param_norm/{b}" for b in blocks]
+    out["param_norm/whole"] = [f"param_norm/{g}" for g in whole]
+    for family in BLOCK_FAMILIES:
+        out[family] = [f"{family}/{b}" for b in blocks]
+    if shape.act_rms:
+        out["act_rms"] = ["act_rms/embed"] + [f"act_rms/{b}" for b in blocks]
+    if shape.attention:
+        out["attn_logit_max"] = [f"attn_logit_max/{b}" for b in blocks]
+        out["attn_entropy"] = [f"attn_entropy/{b}" for b in blocks]
+    out["logits"] = ["logits/mean", "logits/std", "logits/max", "logits/log_z_mean"]
+    return out
