@@ -235,3 +235,18 @@ def test_mup_hidden_groups_get_lr_over_fan_in_and_group_0_keeps_the_configured_l
     for name in ("attn.q_proj", "attn.out_proj", "ffn.gate_proj", "ffn.up_proj"):
         assert lr_of[id(params[f"blocks.0.{name}.weight"])] == pytest.approx(OPT.lr / 8)
     assert lr_of[id(params["blocks.0.ffn.down_proj.weight"])] == pytest.approx(OPT.lr / (704 / 128))
+
+
+@pytest.mark.slow
+def test_a_mup_run_trains_end_to_end_through_lightning(tmp_path, cache_dir) -> None:
+    """The documented μP command's path (compose → validate → Lightning fit), at d = 32 on base 16,
+    with layer telemetry on (its attention stats read the model's μP scale)."""
+    from tests.training.rel_harness import series, train_here
+
+    status = train_here(
+        tmp_path, cache_dir, "model/parametrization=mup", "model.mup_base_width=16",
+        "trainer.max_steps=4", "trainer.val_check_interval=4", "callbacks.telemetry.attention_every=1",
+    )  # fmt: skip
+    assert status["status"] == "finished" and math.isfinite(status["final_val_loss"])
+    logged = series(tmp_path, "attn_logit_max/block_00")
+    assert logged and all(math.isfinite(v) for v in logged.values())
