@@ -250,3 +250,26 @@ def test_a_mup_run_trains_end_to_end_through_lightning(tmp_path, cache_dir) -> N
     assert status["status"] == "finished" and math.isfinite(status["final_val_loss"])
     logged = series(tmp_path, "attn_logit_max/block_00")
     assert logged and all(math.isfinite(v) for v in logged.values())
+
+
+@pytest.mark.slow
+def test_compiled_blocks_train_the_mup_model_as_eager_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compile=true's path (strategies.compile_blocks) on a μP model: Dynamo traces the attention's
+    μP scale and the optimizer keeps its groups. Backend aot_eager (forward and backward graphs
+    through AOTAutograd, no C++ build on this CPU)."""
+    import copy
+
+    from gptlab.training.strategies import compile_blocks
+
+    original = torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: original(self, backend="aot_eager"))
+    torch._dynamo.reset()
+    cfg = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=64,
+                    parametrization="mup", mup_base_width=16)  # fmt: skip
+    torch.manual_seed(0)
+    eager = GPT(cfg)
+    compiled = copy.deepcopy(eager)
+    compile_blocks(compiled)
+    assert all(b._compiled_call_impl is not None for b in compiled.blocks)
+    for a, b in zip(_train(eager, 3), _train(compiled, 3), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
