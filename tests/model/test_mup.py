@@ -183,6 +183,7 @@ def test_mup_init_follows_the_papers_variance_rule() -> None:
             "model.parametrization=mup cannot be combined with model.norm_placement=deepnorm",
         ),
         (["model.mup_base_width=16", "model.init_from=/nonexistent"], "model.init_from cannot start a μP"),
+        (["model.mup_base_width=16", "model.ffn_hidden=96"], "model.ffn_hidden=96 cannot be combined with"),
     ],
 )
 def test_bad_mup_settings_are_refused_naming_the_keys(overrides: list[str], message: str) -> None:

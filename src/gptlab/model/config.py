@@ -159,6 +159,12 @@ class GPTConfig:
                 "model.parametrization=mup cannot be combined with model.norm_placement=deepnorm (DeepNet's "
                 "Xavier init and β scaling have no μP form here); accepted: placement pre, post or sandwich"
             )
+        if self.ffn_hidden is not None:
+            raise ValueError(
+                f"model.ffn_hidden={self.ffn_hidden} cannot be combined with model.parametrization=mup: a "
+                "fixed FFN width does not grow with n_embd, so up and down would be output and input "
+                "weights of μP, for which no rule is given here; accepted: ffn_hidden=null"
+            )
         if self.init_from is not None and base != self.n_embd:
             raise ValueError(
                 f"model.init_from cannot start a μP model of model.n_embd={self.n_embd} != "
