@@ -67,6 +67,7 @@ COMMANDS: dict[str, str] = {
     # docs/mup.md and docs/ablations.md (issue 32)
     "python train.py model/parametrization=mup model.mup_base_width=32": "tests/model/test_mup.py::test_a_mup_run_trains_end_to_end_through_lightning",
     "python scripts/coord_check.py": "tests/model/test_coord_check.py::test_cli_writes_the_figure_and_the_slopes",
+    "python scripts/report.py multirun/heldout/ladder_ffn_5": "test_ablate_ffn_through_make_sweep_and_report",
     "python scripts/ladder_forecast.py <sweep dir> <N>": "template: a sweep directory and a size; its instance below is run",
     "python scripts/ladder_forecast.py multirun/heldout/ladder_ffn_4 3542208": "tests/analysis/test_ladder_held_out.py::test_the_forecast_recorded_before_a_rung_runs_is_the_held_out_sections_forecast",
     "python train.py -m experiment=ladder_ffn hydra.sweeper.ladder.widths=[24,48,72,96,192] hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: the 18 jobs of d = 192 take ~45 min on 2 cores (the 5-rung sweep with its other rungs' jobs in place; the quick ladder through the same sweeper and launcher: tests/ablation/test_ladder_sweep.py)",
