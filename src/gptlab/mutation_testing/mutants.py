@@ -295,6 +295,9 @@ MUTANTS: list[Mutant] = [
     Mutant("held_out_fit_sees_the_rung", "analysis/ladder.py",
            "keep = [i for i in range(len(used)) if i != h]",
            "keep = list(range(len(used)))", "the held-out rung's forecast is fitted on the rung itself"),
+    Mutant("telemetry_ignores_mup_scale", "training/callbacks/telemetry.py",
+           "attention_stats(q, k, attn.scale)", "attention_stats(q, k)",
+           "attn_logit_max/* logged at 1/sqrt(d_head) for a μP model that attends at 1/d_head"),
     Mutant("mup_attn_scale_sqrt", "model/mup.py", "return base_head_dim**0.5 / cfg.head_dim",
            "return cfg.head_dim**-0.5", "μP's attention logits scaled by 1/sqrt(d_head), not 1/d_head"),
 ]
