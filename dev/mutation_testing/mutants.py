@@ -61,8 +61,9 @@ MUTANTS: list[Mutant] = [
            "return shape", "decay goes to 0, not min_lr"),
     Mutant("decay_on_all_params", "training/optim.py", "p.dim() < 2], \"weight_decay\": 0.0}",
            "p.dim() < 2], \"weight_decay\": weight_decay}", "gains and biases decay too"),
-    Mutant("decay_on_no_params", "training/optim.py", "p.dim() >= 2], \"weight_decay\": weight_decay}",
-           "p.dim() >= 2], \"weight_decay\": 0.0}", "no weight decay at all"),
+    Mutant("decay_on_no_params", "training/optim.py",
+           "mult[n] == 1.0], \"weight_decay\": weight_decay}",
+           "mult[n] == 1.0], \"weight_decay\": 0.0}", "no weight decay at all (on SP's matrices)"),
     # --- distributed reductions: telemetry, train/loss, validation ---
     Mutant("telemetry_ddp_replicas_summed", "training/callbacks/telemetry.py",
            "replicated = 1.0 if self.sharded else 1.0 / world", "replicated = 1.0",
@@ -101,7 +102,7 @@ MUTANTS: list[Mutant] = [
            "tie_embeddings=true trains an untied head"),
     Mutant("causal_mask", "model/attention.py", "is_causal=True", "is_causal=False",
            "attention sees the future"),
-    Mutant("sdpa_scale_one", "model/attention.py", "is_causal=True", "is_causal=True, scale=1.0",
+    Mutant("sdpa_scale_one", "model/attention.py", "scale=self.scale", "scale=1.0",
            "no 1/sqrt(d_head) scale"),
     Mutant("rope_rotate_half_sign", "model/attention.py", "torch.cat([-x2, x1], dim=-1)",
            "torch.cat([x2, x1], dim=-1)", "RoPE is no longer a rotation"),
@@ -124,7 +125,7 @@ MUTANTS: list[Mutant] = [
     Mutant("stream_rank_offset", "data/samplers.py", "range(first + self.rank, first + self.global_batch",
            "range(first, first + self.global_batch", "every rank reads rank 0's batches"),
     # --- issue 14: attention telemetry, z-loss, qk-norm, spike forensics ---
-    Mutant("attn_logit_unscaled", "training/callbacks/telemetry.py", "(q[b : b + step].float() * D**-0.5)",
+    Mutant("attn_logit_unscaled", "training/callbacks/telemetry.py", "(q[b : b + step].float() * scale)",
            "(q[b : b + step].float())", "attention logits logged without the 1/sqrt(d_head)"),
     Mutant("z_loss_dropped", "training/module.py", "return ce + coef * z", "return ce",
            "optim.z_loss logged but never trained on"),
@@ -317,6 +318,22 @@ MUTANTS: list[Mutant] = [
     Mutant("status_trusts_a_dead_sweep", "analysis/sweep_status.py",
            '    if alive is False:\n        return "interrupted"\n    return "running"',
            '    return "running"', "jobs of a SIGKILLed sweep shown as running"),
+    # --- μP (model/mup.py and its uses; tests/model/test_mup.py, test_coord_check.py) ---
+    Mutant("mup_logit_mult_dropped", "model/gpt.py",
+           "return logits if self.logit_mult == 1.0 else logits * self.logit_mult", "return logits",
+           "μP without the output multiplier 1/m: the logits grow with width"),
+    Mutant("mup_lr_not_scaled", "training/optim.py", '"lr": lr * m}', '"lr": lr}',
+           "μP's hidden matrices keep the base LR: their updates grow with width"),
+    Mutant("mup_init_not_scaled", "model/init.py", "sigma = cfg.std * mup.init_std_mult(cfg, name)",
+           "sigma = cfg.std", "μP's hidden matrices keep SP's σ (variance not ∝ 1/fan_in)"),
+    Mutant("held_out_fit_sees_the_rung", "analysis/ladder.py",
+           "keep = [i for i in range(len(used)) if i != h]",
+           "keep = list(range(len(used)))", "the held-out rung's forecast is fitted on the rung itself"),
+    Mutant("telemetry_ignores_mup_scale", "training/callbacks/telemetry.py",
+           "attention_stats(q, k, attn.scale)", "attention_stats(q, k)",
+           "attn_logit_max/* logged at 1/sqrt(d_head) for a μP model that attends at 1/d_head"),
+    Mutant("mup_attn_scale_sqrt", "model/mup.py", "return base_head_dim**0.5 / cfg.head_dim",
+           "return cfg.head_dim**-0.5", "μP's attention logits scaled by 1/sqrt(d_head), not 1/d_head"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -64,6 +64,13 @@ COMMANDS: dict[str, str] = {
     "python train.py -m experiment=ablate_tying model/tying=untied optim.lr=0.00234": "not runnable here: 3 jobs of ~45 s (ablate_tying shrunk: test_ablate_tying_and_init)",
     # docs/ablations.md, "Ladders" (issue 24)
     "python train.py -m experiment=ladder_ffn hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 72 jobs, 990 s on the loaded 2-core machine (its quick sibling through the same sweeper and launcher: tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit)",
+    # docs/mup.md and docs/ablations.md (issue 32)
+    "python train.py model/parametrization=mup model.mup_base_width=32": "tests/model/test_mup.py::test_a_mup_run_trains_end_to_end_through_lightning",
+    "python scripts/coord_check.py": "tests/model/test_coord_check.py::test_cli_writes_the_figure_and_the_slopes",
+    "python scripts/report.py multirun/heldout/ladder_ffn_5": "test_ablate_ffn_through_make_sweep_and_report",
+    "python scripts/ladder_forecast.py <sweep dir> <N>": "template: a sweep directory and a size; its instance below is run",
+    "python scripts/ladder_forecast.py multirun/heldout/ladder_ffn_4 3542208": "tests/analysis/test_ladder_held_out.py::test_the_forecast_recorded_before_a_rung_runs_is_the_held_out_sections_forecast",
+    "python train.py -m experiment=ladder_ffn hydra.sweeper.ladder.widths=[24,48,72,96,192] hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: the 18 jobs of d = 192 take ~45 min on 2 cores (the 5-rung sweep with its other rungs' jobs in place; the quick ladder through the same sweeper and launcher: tests/ablation/test_ladder_sweep.py)",
     "python train.py -m experiment=ladder_ffn_quick": "tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit",
     "python train.py -m experiment=ladder_placement hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 72 jobs, 1,085 s (the depth ladder's grid: tests/ablation/test_ladder_grid.py::test_a_depth_ladder_keeps_the_width_and_varies_depth; the same sweeper and launcher end to end: tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit)",
     "scripts/report.py /tmp/w24/two figures=false": "tests/analysis/test_ladder_report.py::test_bad_ladders_are_one_line_exit_2 (the same report call on a 2-size ladder made by hand)",

@@ -117,6 +117,32 @@ def trend_table(res: LadderResult) -> str:
     return table(head, rows)
 
 
+HELD_OUT_NOTE = (
+    "The ladder judged by a rung it did not see: the curves are fitted (as above) on every rung but the "
+    "held-out one, and forecast it: each arm's loss at its own N, the gap at the baseline's N. "
+    "Forecast and measured value (each arm at its best LR, mean over seeds) carry the same bootstrap over "
+    "seeds; error = measured − forecast; covered: the forecast's interval holds the measured value. "
+    "The interval holds seed noise only, so a miss says the curve's form (or the best LR's placement) "
+    "failed, not the seeds. The largest rung is held out when 3 others remain; with 5 or more rungs "
+    "the second largest too (leave-one-out)."
+)
+
+
+def held_out_table(res: LadderResult) -> str:
+    head = ["held-out rung", "fitted on", "quantity", "forecast [95% CI]", "measured [95% CI]", "error",
+            "covered", "curve"]  # fmt: skip
+    rows = []
+    for h in res.held_out:
+        fitted = ", ".join(h.fitted_on)
+        for f in h.rows:
+            covered = EMPTY if f.covered is None else ("yes" if f.covered else "**no**")
+            error = EMPTY if f.error is None else f"{f.error:+.4f}"
+            rung = f"{res.key}={h.rung} (N={h.n:,.0f})"
+            rows.append([rung, fitted, f"`{f.what}`", fmt_estimate(f.forecast), fmt_estimate(f.measured),
+                         error, covered, f.kind])  # fmt: skip
+    return table(head, rows)
+
+
 def ladder_title(experiment: str, extrapolated: bool) -> str:
     """The figure's title names the dashed extrapolation only when a curve was fitted and drawn."""
     if extrapolated:
@@ -191,4 +217,7 @@ def ladder_lines(res: LadderResult) -> list[str]:
         return lines
     lines += ["", "### Fitted curves", "", fit_table(res)]
     lines += ["", "### The gap extrapolated", "", extrapolation_table(res)]
+    if res.held_out:
+        lines += ["", "### Held-out rung: the fit's forecast against the run", "", HELD_OUT_NOTE, ""]
+        lines += [held_out_table(res)]
     return lines

@@ -59,6 +59,9 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
         init_from=str(path),
         activation_checkpointing=base.activation_checkpointing,
         activation_checkpointing_every=base.activation_checkpointing_every,
+        # μP is kept, and refused by GPTConfig unless its base is the checkpoint's width (where it is SP)
+        parametrization=base.parametrization,
+        mup_base_width=base.mup_base_width,
     )
 
 

@@ -18,6 +18,13 @@ ARCHITECTURES = {kind: arch.ARCHITECTURE for kind, arch in ARCHS.items()}
 
 def check_exportable(cfg: GPTConfig) -> str:
     """The HF architecture that reproduces `cfg` exactly ('llama' or 'gpt2'), else why none does."""
+    if cfg.parametrization == "mup" and cfg.mup_base_width != cfg.n_embd:
+        raise ValueError(
+            f"model.parametrization='mup' at model.n_embd={cfg.n_embd} != model.mup_base_width="
+            f"{cfg.mup_base_width} cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel (no "
+            "output multiplier or 1/d_head attention scale there); accepted: parametrization sp, or "
+            "mup at its base width (where it equals SP)"
+        )
     if cfg.qk_norm:
         raise ValueError(
             "model.qk_norm=True cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel "

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gptlab.model import mup
 from gptlab.model.config import GPTConfig
 
 
@@ -24,7 +25,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class CausalSelfAttention(nn.Module):
-    """q/k/v projections, SDPA with the 1/sqrt(d_head) scale, and out_proj (W_O) into the stream.
+    """q/k/v projections, SDPA with the 1/sqrt(d_head) scale (μP: 1/d_head), and out_proj (W_O).
 
     With `qk_norm`, queries and keys are RMS-normalised per head (one gain of size d_head each, shared
     by the heads) before RoPE: the logits q·k/√d_h can then no longer grow with the weights' scale.
@@ -36,6 +37,7 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         d = cfg.n_embd
         self.n_head, self.head_dim, self.dropout = cfg.n_head, cfg.head_dim, cfg.dropout
+        self.scale = mup.attn_scale(cfg)  # None: SDPA's 1/sqrt(d_head); μP: 1/d_head (model/mup.py)
         self.q_proj = nn.Linear(d, d, bias=cfg.bias)
         self.k_proj = nn.Linear(d, d, bias=cfg.bias)
         self.v_proj = nn.Linear(d, d, bias=cfg.bias)
@@ -71,6 +73,6 @@ class CausalSelfAttention(nn.Module):
             self.kept_qk = (q.detach(), k.detach())
         v = self.heads(self.v_proj, x)
         y = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True, scale=self.scale
         )
         return self.resid_drop(self.out_proj(y.transpose(1, 2).reshape(B, T, C)))

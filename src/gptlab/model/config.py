@@ -16,6 +16,7 @@ DEPTH_SCALES = ("none", "global", "per_layer")
 INIT_STD_RULE = "1/sqrt(d)"
 # which blocks recompute their activations in backward (GPT.checkpoints; docs/performance.md)
 ACTIVATION_CHECKPOINTING = ("none", "full", "selective")
+PARAMETRIZATIONS = ("sp", "mup")  # standard, or μP (Yang et al. 2022; gptlab.model.mup)
 
 
 def _choice(name: str, value: Any, accepted: tuple[str, ...]) -> None:
@@ -62,6 +63,8 @@ class GPTConfig:
     # a memory/compute trade, not architecture: the same function, and a resume may change it
     activation_checkpointing: str = "none"
     activation_checkpointing_every: int = 2
+    parametrization: str = "sp"
+    mup_base_width: int | None = None  # μP: the width whose SP model μP equals (read only under mup)
 
     def __post_init__(self) -> None:
         for name in (
@@ -92,6 +95,7 @@ class GPTConfig:
         _choice("pos_emb", self.pos_emb, POS_EMBS)
         _choice("depth_scaled_init", self.depth_scaled_init, DEPTH_SCALES)
         _choice("activation_checkpointing", self.activation_checkpointing, ACTIVATION_CHECKPOINTING)
+        _choice("parametrization", self.parametrization, PARAMETRIZATIONS)
         _positive("norm_eps", self.norm_eps)
         _positive("rope_theta", self.rope_theta)
         if self.n_embd % self.n_head != 0:
@@ -126,6 +130,48 @@ class GPTConfig:
                 "norm_placement=deepnorm, whose own β scaling replaces it; set depth_scaled_init=none"
             )
 
+        if self.parametrization == "mup":
+            self._check_mup()
+
+    def _check_mup(self) -> None:
+        """μP's base width must give whole multipliers and whole base heads; DeepNorm has its own
+        depth-and-width init that μP's would silently override, and an SP checkpoint is μP's function
+        only at the base width."""
+        base = self.mup_base_width
+        if isinstance(base, bool) or not isinstance(base, int) or base <= 0:
+            raise ValueError(
+                f"model.mup_base_width={base!r} is not accepted with model.parametrization=mup; give a "
+                "positive integer that divides model.n_embd (the width μP equals SP at)"
+            )
+        if base > self.n_embd or self.n_embd % base != 0:
+            what = "exceeds" if base > self.n_embd else "does not divide"
+            raise ValueError(
+                f"model.mup_base_width={base} {what} model.n_embd={self.n_embd}; accepted: a "
+                "divisor of n_embd (the width multiplier n_embd/mup_base_width must be a whole number >= 1)"
+            )
+        if base % self.n_head != 0:
+            raise ValueError(
+                f"model.mup_base_width={base} is not divisible by model.n_head={self.n_head}; the base "
+                "model keeps the heads, so its head width mup_base_width/n_head must be whole"
+            )
+        if self.norm_placement == "deepnorm":
+            raise ValueError(
+                "model.parametrization=mup cannot be combined with model.norm_placement=deepnorm (DeepNet's "
+                "Xavier init and β scaling have no μP form here); accepted: placement pre, post or sandwich"
+            )
+        if self.ffn_hidden is not None:
+            raise ValueError(
+                f"model.ffn_hidden={self.ffn_hidden} cannot be combined with model.parametrization=mup: a "
+                "fixed FFN width does not grow with n_embd, so up and down would be output and input "
+                "weights of μP, for which no rule is given here; accepted: ffn_hidden=null"
+            )
+        if self.init_from is not None and base != self.n_embd:
+            raise ValueError(
+                f"model.init_from cannot start a μP model of model.n_embd={self.n_embd} != "
+                f"model.mup_base_width={base}: the checkpoint's function is SP's; accepted: "
+                "parametrization=sp, or mup_base_width=n_embd"
+            )
+
     def checkpoints(self, i: int) -> bool:
         """Whether block i recomputes its activations in backward instead of keeping them.
 
@@ -152,18 +198,24 @@ class GPTConfig:
     @property
     def hidden_dim(self) -> int:
         """FFN width: explicit, or the equal-parameter rule (4·d ungated, 8/3·d gated)."""
+        return self.hidden_dim_at(self.n_embd)
+
+    def hidden_dim_at(self, width: int) -> int:
+        """The FFN width this config gives a model of width `width` (μP's base model uses it)."""
         if self.ffn_hidden is not None:
             return self.ffn_hidden
         if not self.gated:
-            return 4 * self.n_embd
+            return 4 * width
         m = self.ffn_multiple_of
-        return m * math.ceil(8 * self.n_embd / 3 / m)
+        return m * math.ceil(8 * width / 3 / m)
 
     @property
     def std(self) -> float:
-        """The base init σ, resolving the '1/sqrt(d)' rule."""
+        """The base init σ, resolving the '1/sqrt(d)' rule (under μP at the base width: μP keeps the
+        base model's σ and scales only the hidden matrices')."""
         if self.init_std == INIT_STD_RULE:
-            return 1.0 / math.sqrt(self.n_embd)
+            width = self.mup_base_width if self.parametrization == "mup" else self.n_embd
+            return 1.0 / math.sqrt(width or self.n_embd)
         return float(self.init_std)
 
     @classmethod

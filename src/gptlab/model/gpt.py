@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from gptlab.model import mup
 from gptlab.model.attention import rope_tables
 from gptlab.model.block import Block
 from gptlab.model.config import GPTConfig
@@ -30,6 +31,7 @@ class GPT(nn.Module):
         has_final_norm = cfg.norm_placement in ("pre", "sandwich")
         self.final_norm = make_norm(cfg) if has_final_norm else None
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.logit_mult = mup.logit_mult(cfg)  # μP's output multiplier 1/m; 1 under SP (model/mup.py)
         if cfg.pos_emb == "rope":
             cos, sin = rope_tables(cfg.head_dim, cfg.block_size, cfg.rope_theta)
             self.register_buffer("rope_cos", cos, persistent=False)
@@ -80,7 +82,8 @@ class GPT(nn.Module):
             self.tap(len(self.blocks), x, rope)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        return self.lm_head(x)
+        logits = self.lm_head(x)
+        return logits if self.logit_mult == 1.0 else logits * self.logit_mult
 
     def num_params(self, exclude_embedding: bool = False) -> int:
         """Unique parameters (a tied matrix once). `exclude_embedding` drops the lookup tables

@@ -19,6 +19,7 @@ import re
 import torch
 from torch import nn
 
+from gptlab.model import mup
 from gptlab.model.config import GPTConfig
 
 _STREAM_WRITERS = re.compile(r"blocks\.(\d+)\.(attn\.out_proj|ffn\.down_proj)\.weight$")
@@ -65,7 +66,7 @@ def recipe(cfg: GPTConfig, name: str, shape: torch.Size | tuple[int, ...] = ()) 
         return "ones"  # every norm starts as identity, so the block begins as a pass-through
     if cfg.norm_placement == "deepnorm" and (std := deepnorm_std(cfg, name, shape)) is not None:
         return std
-    sigma = cfg.std
+    sigma = cfg.std * mup.init_std_mult(cfg, name)  # μP: hidden matrices' variance ∝ 1/fan_in
     if m := _STREAM_WRITERS.search(name):
         return sigma * depth_scale(cfg, int(m.group(1)))  # these write into the residual stream
     return sigma  # q, k, v, gate, up, tok_emb, pos_emb, untied lm_head

@@ -9,21 +9,34 @@ import torch
 from torch import nn
 
 from gptlab.config import SCHEDULES, OptimConfig
+from gptlab.model import mup
+from gptlab.model.config import GPTConfig
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Matrices (linear weights, embeddings) decay; gains and biases do not."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+def param_groups(model: nn.Module, weight_decay: float, lr: float) -> list[dict]:
+    """Matrices (linear weights, embeddings) decay; gains and biases do not.
+
+    Under μP (model.parametrization=mup) the hidden matrices move to groups of their own at
+    lr × mup.lr_mult (1/fan-in multiplier); group 0 keeps the configured LR (the one logged).
+    """
+    cfg = getattr(model, "cfg", None)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    mult = {n: mup.lr_mult(cfg, n) if isinstance(cfg, GPTConfig) else 1.0 for n, _ in named}
+    groups = [
+        {"params": [p for n, p in named if p.dim() >= 2 and mult[n] == 1.0], "weight_decay": weight_decay},
+        {"params": [p for _, p in named if p.dim() < 2], "weight_decay": 0.0},
     ]
+    for m in sorted({v for v in mult.values() if v != 1.0}):
+        params = [p for n, p in named if mult[n] == m]
+        groups.append({"params": params, "weight_decay": weight_decay, "lr": lr * m})
+    return groups
 
 
 def build_adamw(model: nn.Module, cfg: OptimConfig, device_type: str) -> torch.optim.AdamW:
-    """AdamW, fused on CUDA (one kernel for all parameters)."""
+    """AdamW, fused on CUDA (one kernel for all parameters). Torch's AdamW decays by lr·wd, so a
+    μP group's decay shrinks with its LR (what microsoft's MuAdamW does by default)."""
     return torch.optim.AdamW(
-        param_groups(model, cfg.weight_decay),
+        param_groups(model, cfg.weight_decay, cfg.lr),
         lr=cfg.lr,
         betas=(cfg.beta1, cfg.beta2),
         eps=cfg.eps,

@@ -249,6 +249,8 @@ def killing_signal(job: Any) -> tuple[int, str] | None:
         if status.isdigit() and int(status) > 128:  # a shell's 128 + n: its command got signal n
             return int(status) - 128, f"sacct: {state} {code}"
     return None
+
+
 def _watch(launcher: Any, jobs: list[Any], overrides: Any, nums: list[int], parallel: Any) -> None:
     """One status line per task start and end until the array is done (gptlab.launcher.progress)."""
     from gptlab.launcher.progress import SweepProgress, watch_array

@@ -64,7 +64,9 @@ def reference(model: Any, idx: torch.Tensor) -> dict[str, float]:
             q, k = rms(q, attn.q_norm.weight, cfg.norm_eps), rms(k, attn.k_norm.weight, cfg.norm_eps)
         if cfg.pos_emb == "rope":
             q, k = rotate(q, cfg.rope_theta), rotate(k, cfg.rope_theta)
-        s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+        # μP (issue 32): q·k × sqrt(d_h0)/d_h, d_h0 the base width's head width (docs/mup.md)
+        scale = math.sqrt(cfg.mup_base_width // H) / D if cfg.parametrization == "mup" else 1 / math.sqrt(D)
+        s = (q @ k.transpose(-1, -2)) * scale
         out[f"attn_logit_max/block_{i:02d}"] = float(s[..., causal].max())
         p = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)
         plogp = torch.where(causal, p * torch.log(p.clamp_min(1e-300)), torch.zeros(()))
@@ -143,8 +145,9 @@ def train(steps: int, scale: tuple[int | None, float] | None = None, **model: An
         {},
         {"qk_norm": True},
         {"norm_placement": "post", "pos_emb": "learned"},
+        {"parametrization": "mup", "mup_base_width": 16},
     ],
-    ids=["pre-rope", "pre-rope-qknorm", "post-learned"],
+    ids=["pre-rope", "pre-rope-qknorm", "post-learned", "mup"],
 )
 def test_attention_and_logit_telemetry_equal_plain_torch(model: dict[str, Any]) -> None:
     # q and k of every block x8: peaked attention (logits of order 1-10, not ~0.05), so that an

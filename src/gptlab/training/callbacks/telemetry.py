@@ -55,17 +55,21 @@ SCORES_PER_CHUNK = 1 << 24  # attention scores materialised at once (64 MiB of f
 __all__ = ["LayerTelemetry", "attention_stats", "group_names"]
 
 
-def attention_stats(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+def attention_stats(
+    q: torch.Tensor, k: torch.Tensor, scale: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(max logit, Σ entropy over query rows, number of rows) of causal attention with (B, H, T, Dh)
-    queries and keys: logits q·k/√Dh over the pairs key ≤ query, entropy -Σ p log p of each row's
-    softmax (hidden pairs have p = 0, and entr(0) = 0). One score tensor per chunk of sequences."""
+    queries and keys: logits q·k·scale (None: 1/√Dh, SDPA's; μP's model passes its own) over the
+    pairs key ≤ query, entropy -Σ p log p of each row's softmax (hidden pairs have p = 0, and
+    entr(0) = 0). One score tensor per chunk of sequences."""
     B, H, T, D = q.shape
+    scale = D**-0.5 if scale is None else scale
     hidden = ~torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     top = torch.full((), -math.inf, device=q.device)
     ent = torch.zeros((), dtype=torch.float64, device=q.device)
     step = max(1, SCORES_PER_CHUNK // (H * T * T))
     for b in range(0, B, step):
-        s = (q[b : b + step].float() * D**-0.5) @ k[b : b + step].float().transpose(-1, -2)
+        s = (q[b : b + step].float() * scale) @ k[b : b + step].float().transpose(-1, -2)
         s.masked_fill_(hidden, -math.inf)
         top = torch.maximum(top, s.amax())
         ent += torch.special.entr(torch.softmax(s, dim=-1)).sum(dtype=torch.float64)
@@ -211,7 +215,7 @@ class LayerTelemetry(L.Callback):
             return
         q, k = attn.kept_qk
         attn.kept_qk = None
-        top, ent, rows = attention_stats(q, k)
+        top, ent, rows = attention_stats(q, k, attn.scale)
         self._fwd[f"attn/{i - 1}"] = torch.stack([top.double(), ent, ent.new_tensor(float(rows))])
 
     def on_before_backward(self, trainer: L.Trainer, pl_module: Any, loss: torch.Tensor) -> None:

@@ -1,0 +1,61 @@
+"""μP's width multipliers (Yang et al. 2022, Tensor Programs V, Adam; the multiplier form of its Table 8).
+
+With m = n_embd / mup_base_width, relative to the standard-parametrization (SP) model of the base width:
+  * hidden matrices (q, k, v, out, gate, up, down): init σ × (fan_in / base fan_in)^(-1/2), Adam LR ×
+    (fan_in / base fan_in)^(-1), the ratio of the matrix's own fan-in (d, or the FFN width for down);
+  * input weights (tok_emb, pos_emb), norm gains, biases: σ and LR as at the base width;
+  * the output: logits × 1/m, the head's σ and LR as at the base width. A tied head is the input table
+    itself, whose σ and LR are constant anyway: the one multiplier is the whole rule, so tying and
+    untying are both defined (the paper's Table 3 form, without a multiplier, asks the output for σ ∝ 1/m
+    and LR ∝ 1/m, which a tied table cannot also give its input; it is not offered);
+  * attention logits q·k × sqrt(d_h0)/d_h (1/d_h, equal to SP's 1/sqrt(d_h0) at the base head width
+    d_h0 = mup_base_width / n_head: the base model has the same heads).
+At m = 1 every factor is exactly 1 (or not applied), so μP is SP there bit for bit.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gptlab.model.config import GPTConfig
+
+HIDDEN = re.compile(r"blocks\.\d+\.(attn\.(q|k|v|out)_proj|ffn\.(gate|up|down)_proj)\.weight$")
+
+
+def width_mult(cfg: GPTConfig) -> float:
+    """m = n_embd / mup_base_width under μP; 1 under SP."""
+    if cfg.parametrization != "mup" or cfg.mup_base_width is None:
+        return 1.0
+    return cfg.n_embd / cfg.mup_base_width
+
+
+def fan_in_mult(cfg: GPTConfig, name: str) -> float:
+    """A hidden matrix's fan-in over its fan-in at the base width (1: not hidden, or SP)."""
+    if width_mult(cfg) == 1.0 or not HIDDEN.search(name):
+        return 1.0
+    if name.endswith("down_proj.weight"):
+        return cfg.hidden_dim / cfg.hidden_dim_at(cfg.mup_base_width)  # type: ignore[arg-type]
+    return width_mult(cfg)
+
+
+def init_std_mult(cfg: GPTConfig, name: str) -> float:
+    """σ's factor: variance ∝ 1/fan_in for hidden matrices."""
+    return fan_in_mult(cfg, name) ** -0.5
+
+
+def lr_mult(cfg: GPTConfig, name: str) -> float:
+    """Adam LR's factor: ∝ 1/fan_in for hidden matrices, 1 for the rest."""
+    return 1.0 / fan_in_mult(cfg, name)
+
+
+def logit_mult(cfg: GPTConfig) -> float:
+    """The output multiplier, 1/m."""
+    return 1.0 / width_mult(cfg)
+
+
+def attn_scale(cfg: GPTConfig) -> float | None:
+    """SDPA's scale: None (its own 1/sqrt(d_h)) under SP and at the base width, else sqrt(d_h0)/d_h."""
+    if width_mult(cfg) == 1.0:
+        return None
+    base_head_dim = cfg.mup_base_width // cfg.n_head  # type: ignore[operator]
+    return base_head_dim**0.5 / cfg.head_dim

@@ -1,0 +1,122 @@
+"""The ladder report's held-out rung on hand-made sweeps (tests/analysis/test_ladder_report.py's
+`make_sweep`: each job's loss drawn from a known law in N plus seed noise and an LR penalty that puts
+every rung's best LR in its middle). Oracles: scipy's curve_fit on the same per-seed points for the
+forecast's value, the known law for the measurement, and a ladder whose top rung breaks off the law
+by a known amount for a forecast that must miss."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy.optimize import curve_fit
+
+from gptlab.analysis.report import write_report
+from tests.analysis.test_ladder_report import _law, _num, _rows, make_sweep, n_of
+from tests.conftest import run_script
+
+HEADING = "### Held-out rung: the fit's forecast against the run"
+FIVE = [24, 48, 72, 96, 120]
+A = 1.0 * n_of(24) ** 0.3
+LAWS = {"gelu": (1.8, A, 0.3), "swiglu": (1.8, 0.8 * A, 0.3)}
+
+
+def best_points(root: Path, width: int, arm: str) -> list[float]:
+    """Per-seed losses at the rung's middle LR (its best by construction), read from the jobs."""
+    out = []
+    for job in root.iterdir():
+        if not (job / "metrics.json").is_file():
+            continue
+        v = dict(o.split("=", 1) for o in yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()))
+        if int(v["model.n_embd"]) == width and v["model/ffn"] == arm:
+            out.append(
+                (float(v["optim.lr"]), json.loads((job / "metrics.json").read_text())["final_val_loss"])
+            )
+    lrs = sorted({lr for lr, _ in out})
+    return [loss for lr, loss in out if lr == lrs[1]]
+
+
+def scipy_forecast(root: Path, widths: list[int], arm: str, at: int) -> float:
+    n = np.array([n_of(d) for d in widths for _ in best_points(root, d, arm)], dtype=float)
+    y = np.array([x for d in widths for x in best_points(root, d, arm)])
+    params, _ = curve_fit(_law, n, y, p0=(1.8, A, 0.3), maxfev=20000)
+    return float(_law(n_of(at), *params))
+
+
+def test_five_rungs_on_a_law_forecast_the_top_two_and_are_covered(tmp_path: Path) -> None:
+    make_sweep(tmp_path, LAWS, widths=FIVE)
+    rows = _rows(write_report(tmp_path, figures=False), HEADING)
+    held = {(r["held-out rung"].split(" ")[0], r["quantity"]): r for r in rows}
+    assert sorted({k[0] for k in held}) == ["model.n_embd=120", "model.n_embd=96"]  # leave-one-out, top two
+    assert held[("model.n_embd=120", "`gelu`")]["fitted on"] == "24, 48, 72, 96"
+    assert held[("model.n_embd=96", "`gelu`")]["fitted on"] == "24, 48, 72, 120"
+    for rung in (96, 120):
+        others = [d for d in FIVE if d != rung]
+        for arm in LAWS:
+            r = held[(f"model.n_embd={rung}", f"`{arm}`")]
+            f, m = _num(r["forecast [95% CI]"]), _num(r["measured [95% CI]"])
+            assert f[0] == pytest.approx(scipy_forecast(tmp_path, others, arm, rung), abs=2e-3)
+            assert m[0] == pytest.approx(np.mean(best_points(tmp_path, rung, arm)), abs=1e-4)
+            assert m[0] == pytest.approx(_law(n_of(rung), *LAWS[arm]), abs=0.01)
+            assert float(r["error"]) == pytest.approx(m[0] - f[0], abs=1e-4)
+            assert r["covered"] == "yes" and f[1] <= m[0] <= f[2]
+            assert r["curve"] == "power law"
+        gap = held[(f"model.n_embd={rung}", "`swiglu − gelu`")]
+        assert _num(gap["measured [95% CI]"])[0] == pytest.approx(-0.2 * A * n_of(rung) ** -0.3, abs=0.006)
+        assert gap["covered"] == "yes"
+
+
+def test_a_top_rung_that_breaks_off_the_law_is_not_covered_and_the_error_is_the_break(tmp_path: Path) -> None:
+    """The largest rung sits 0.1 above gelu's law (a curve that stops falling): the 3-rung fit cannot
+    know it, so the forecast misses by about 0.1 and its interval does not cover the run."""
+    top = n_of(96)
+    laws = {"gelu": lambda n: _law(n, *LAWS["gelu"]) + (0.1 if n >= top else 0.0), "swiglu": LAWS["swiglu"]}
+    make_sweep(tmp_path, laws)
+    rows = _rows(write_report(tmp_path, figures=False), HEADING)
+    assert {r["held-out rung"] for r in rows} == {f"model.n_embd=96 (N={top:,})"}  # 4 rungs: the top only
+    by = {r["quantity"]: r for r in rows}
+    assert float(by["`gelu`"]["error"]) == pytest.approx(0.1, abs=0.01)
+    assert by["`gelu`"]["covered"] == "**no**"
+    assert by["`swiglu`"]["covered"] == "yes"
+    assert float(by["`swiglu − gelu`"]["error"]) == pytest.approx(-0.1, abs=0.015)
+    assert by["`swiglu − gelu`"]["covered"] == "**no**"
+
+
+def test_three_rungs_leave_nothing_to_hold_out(tmp_path: Path) -> None:
+    make_sweep(tmp_path, LAWS, widths=[24, 48, 72])
+    assert HEADING not in write_report(tmp_path, figures=False).read_text()
+
+
+def test_the_forecast_recorded_before_a_rung_runs_is_the_held_out_sections_forecast(tmp_path: Path) -> None:
+    """scripts/ladder_forecast.py on the sweep before its top rung has results prints the numbers
+    the held-out section shows once it has them (the pre-registered forecast is the checked one)."""
+    import shutil
+
+    full, before = tmp_path / "full", tmp_path / "before"
+    make_sweep(full, LAWS, widths=FIVE)
+    shutil.copytree(full, before)
+    for job in before.iterdir():
+        if job.is_dir() and "model.n_embd=120" in (job / ".hydra" / "overrides.yaml").read_text():
+            (job / "metrics.json").unlink()  # the rung to come: planned, not run
+    proc = run_script("scripts/ladder_forecast.py", str(before), str(n_of(120)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    printed = {line[:20].strip(): line[20:].strip() for line in proc.stdout.splitlines()[1:]}
+    assert proc.stdout.splitlines()[0].startswith(
+        f"forecast at N={n_of(120):,} from rungs 24, 48, 72, 96 of "
+    )
+    rows = _rows(write_report(full, figures=False), HEADING)
+    held = {r["quantity"].strip("`"): r for r in rows if r["held-out rung"].startswith("model.n_embd=120")}
+    assert printed["gelu"].startswith(held["gelu"]["forecast [95% CI]"])
+    assert printed["swiglu"].startswith(held["swiglu"]["forecast [95% CI]"])
+    assert printed["swiglu − gelu"].startswith(held["swiglu − gelu"]["forecast [95% CI]"])
+
+
+def test_forecast_cli_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
+    proc = run_script("scripts/ladder_forecast.py", str(tmp_path), "1e6")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {tmp_path} holds no ladder sweep (no ablation.json with a ladder)"
+    ]

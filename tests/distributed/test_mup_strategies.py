@@ -1,0 +1,51 @@
+"""μP under the strategies (issue 32): one process, 2-process DDP with every block checkpointed and
+2-process FSDP2 (torchrun) with selective checkpointing train the same μP model the same way, step by
+step (the optimizer's μP groups are built from parameter names, which DDP, FSDP2 and checkpointing
+keep); and that training is not SP's (the μP rules are in force in every one of them)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import GLOBAL_BATCH, REPO, STEPS, TWO_CPU, common, read_metrics, run, series, train_cmd
+
+pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
+MUP = ["model/parametrization=mup", "model.mup_base_width=16", "model.n_layer=2"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("mup_dist")
+    cache = root / "cache"
+    single = [*common(cache), f"data.batch_size={GLOBAL_BATCH}", "trainer.accelerator=cpu",
+              "trainer.devices=1", "logger=csv"]  # fmt: skip
+    out = {name: root / name for name in ("sp", "mup", "ddp", "fsdp")}
+    run(train_cmd(*single, "model.n_layer=2", f"hydra.run.dir={out['sp']}"), root / "c0").check()
+    run(train_cmd(*single, *MUP, f"hydra.run.dir={out['mup']}"), root / "c1").check()
+    ddp = [*MUP, *common(cache), *TWO_CPU, "model.activation_checkpointing=full", "logger=csv"]
+    run(train_cmd(*ddp, f"hydra.run.dir={out['ddp']}"), root / "c2").check()
+    fsdp = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            str(REPO / "train.py"), *MUP, "trainer=fsdp", "model.activation_checkpointing=selective",
+            *common(cache), *TWO_CPU, "logger=csv", f"hydra.run.dir={out['fsdp']}"]  # fmt: skip
+    run(fsdp, root / "c3").check()
+    return out
+
+
+def test_ddp_and_fsdp2_train_the_mup_model_as_one_process_does(runs: dict[str, Path]) -> None:
+    ref = read_metrics(runs["mup"])
+    for name in ("ddp", "fsdp"):
+        got = read_metrics(runs[name])
+        for key in ("train/loss", "attn_logit_max/block_01", "logits/max"):
+            a, b = series(ref, key), series(got, key)
+            assert list(a) == list(b) == list(range(STEPS)), (name, key)
+            for step in a:
+                assert b[step] == pytest.approx(a[step], rel=1e-4), (name, key, step)
+
+
+def test_the_mup_runs_are_not_sp(runs: dict[str, Path]) -> None:
+    sp, mup = series(read_metrics(runs["sp"]), "train/loss"), series(read_metrics(runs["mup"]), "train/loss")
+    assert sp[0] != pytest.approx(mup[0], rel=1e-3)  # the logits × 1/4 at init already
+    assert abs(sp[STEPS - 1] - mup[STEPS - 1]) > 1e-3
