@@ -273,3 +273,16 @@ def test_bad_lr_sensitivity_value_is_one_line_exit_2(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="lr_sensitivity"):
         write_report(tmp_path, out=elsewhere, figures=False, sensitivity="nope")
     assert not elsewhere.exists()
+
+
+def test_a_sweep_where_every_job_failed_gets_its_report_and_figure(tmp_path: Path) -> None:
+    """Every job killed or failed (seen: a GPU array on a machine without one): the report says so
+    job by job and draws the LR figure with no line, instead of stopping on an empty log axis."""
+    for path in write_sweep(tmp_path, tying_loss).values():
+        (path / "metrics.json").write_text(json.dumps({"status": "failed", "error": "killed by signal 9"}))
+    proc = run_script("scripts/report.py", str(tmp_path), "figures=true", env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (tmp_path / "report.md").read_text()
+    assert "0 finished (incl. diverged), 18 failed, missing or not started" in text
+    (figure,) = (tmp_path / "figures").glob("*val_loss_vs_lr.png")
+    assert figure.stat().st_size > 1000

@@ -219,8 +219,11 @@ def band_panels(
             if bad:
                 _mark_failures(ax, bad, None if crossed else "diverged (a seed)")
                 crossed = True
-        ax.set_xscale("log")
-        _label_panel(ax, panel, xlabel, ylabel, bool(series))
+        if any(x or bad for x, _, _, _, bad in series.values()):
+            ax.set_xscale("log")
+        else:  # every job of the panel failed or is missing: a log axis has nothing to scale
+            ax.text(0.5, 0.5, "no finished run", ha="center", va="center", transform=ax.transAxes)
+        _label_panel(ax, panel, xlabel, ylabel, any(x for x, *_ in series.values()))
     return _save(fig, path, title)
 
 
