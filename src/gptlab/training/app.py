@@ -282,7 +282,7 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
     if devices > 1 and not externally_launched():
         if cfg.trainer.num_nodes > 1:
             raise ValueError(
-                "trainer.num_nodes>1 needs an external launcher (srun or torchrun); see README, multi-node"
+                "trainer.num_nodes>1 needs an external launcher (srun or torchrun); see docs/multinode.md"
             )
         overrides = list(HydraConfig.get().overrides.task)
         workers = LocalWorkers(devices, str(run_dir), overrides)

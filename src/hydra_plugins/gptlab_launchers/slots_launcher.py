@@ -136,7 +136,7 @@ class SlotsLauncher(BasicLauncher):
 
         if ranks_launched_outside():
             # torchrun / srun started this sweep once per rank: every rank runs the whole sweep, job by
-            # job, as one process group (README, Multi-node); slots would split the ranks' jobs apart
+            # job, as one process group (docs/multinode.md); slots would split the ranks' jobs apart
             if self.slots_setting not in ("auto", 1):
                 log.warning("hydra.launcher.slots ignored: this sweep runs once per torchrun/srun rank")
             return [Slot(index=0, gpus=(), threads=0, port=0)]  # the serial path, in this process
