@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import json
 import os
-import pickle
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import torch
@@ -86,18 +86,25 @@ def shared_root(factory: pytest.TempPathFactory) -> Path:
 T = TypeVar("T")
 
 
-def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[], T]) -> T:
+def built_once(
+    factory: pytest.TempPathFactory,
+    name: str,
+    build: Callable[[], T],
+    dump: Callable[[T], Any] = str,
+    load: Callable[[Any], T] = Path,  # type: ignore[assignment]
+) -> T:
     """An expensive end-to-end run made once per test run, not once per xdist worker: the first
-    worker to ask builds it under a file lock (the others wait) and keeps its value; a failed build
-    keeps nothing, so the next asker tries again and sees the same failure."""
+    worker to ask builds it under a file lock (the others wait) and keeps its value as JSON (`dump`,
+    `load`: a path by default); a failed build keeps nothing, so the next asker tries again and sees
+    the same failure."""
     root = shared_root(factory)
-    value = root / f"{name}.pickle"
+    value = root / f"{name}.json"
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if value.exists():
-            return pickle.loads(value.read_bytes())
+            return load(json.loads(value.read_text()))
         result = build()
-        value.write_bytes(pickle.dumps(result))
+        value.write_text(json.dumps(dump(result)))
         return result
 
 

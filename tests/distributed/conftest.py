@@ -16,6 +16,11 @@ from tests.conftest import built_once, shared_root
 
 from .helpers import GLOBAL_BATCH, REPO, TWO_CPU, Run, common, run, train_cmd
 
+RUN_JSON = (  # a Run as built_once keeps it
+    lambda r: {"cmd": r.cmd, "returncode": r.returncode, "output": r.output, "cwd": str(r.cwd)},
+    lambda d: Run(d["cmd"], d["returncode"], d["output"], Path(d["cwd"])),
+)
+
 
 @pytest.fixture(scope="session")
 def dist_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -61,7 +66,7 @@ def sweep_run(tmp_path_factory: pytest.TempPathFactory, dist_root: Path, cache: 
     Job 0 (n_layer=2) is the DDP run of the equivalence test: against the single process, which
     does not checkpoint, it also shows that checkpointing changes no loss and no telemetry value.
     """
-    return built_once(tmp_path_factory, "dist-sweep-run", lambda: _sweep_run(dist_root, cache))
+    return built_once(tmp_path_factory, "dist-sweep-run", lambda: _sweep_run(dist_root, cache), *RUN_JSON)
 
 
 def _sweep_run(dist_root: Path, cache: Path) -> Run:
@@ -87,7 +92,9 @@ def torchrun_run(tmp_path_factory: pytest.TempPathFactory, dist_root: Path, cach
     Block 0 of its 2 is checkpointed (model.activation_checkpointing=selective, every 2nd block),
     block 1 not: the equivalence test compares it with the single process, which checkpoints none.
     """
-    return built_once(tmp_path_factory, "dist-torchrun-run", lambda: _torchrun_run(dist_root, cache))
+    return built_once(
+        tmp_path_factory, "dist-torchrun-run", lambda: _torchrun_run(dist_root, cache), *RUN_JSON
+    )
 
 
 def _torchrun_run(dist_root: Path, cache: Path) -> Run:

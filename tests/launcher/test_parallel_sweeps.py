@@ -188,7 +188,8 @@ def test_submitit_array_matches_the_serial_sweep(quick_tying_sweep: Path, tmp_pa
 
 
 def _port_lines(run_dir: Path) -> list[str]:
-    text = "".join(p.read_text() for p in run_dir.glob("*.log"))
+    # the job's own log (train.log); output.log is the same lines as the job's terminal saw them
+    text = "".join(p.read_text() for p in run_dir.glob("*.log") if p.name != "output.log")
     return [
         line.rsplit("on port ", 1)[1].strip()
         for line in text.splitlines()

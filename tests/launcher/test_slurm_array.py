@@ -17,6 +17,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -148,6 +150,23 @@ def running_step_pid(env: dict[str, str], key: str) -> int | None:
     return pids[0] if t.get("state") == "RUNNING" and pids else None
 
 
+@contextmanager
+def running_task(
+    cmd: list[str], env: dict[str, str], job_dir: Path, key: str
+) -> Iterator[tuple[subprocess.Popen, int]]:
+    """The sweep started in the background, once the job's task trains here: (sweep, its step's pid).
+    The sweep is killed on the way out if it is still running."""
+    sweep = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(lambda: job_status(job_dir) == "running" and running_step_pid(env, key), sweep, 300, key)
+        yield sweep, running_step_pid(env, key)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+
+
 def job_status(job_dir: Path) -> str | None:
     try:
         return json.loads((job_dir / "metrics.json").read_text()).get("status")
@@ -163,21 +182,9 @@ def test_a_task_killed_outright_counts_as_failed_with_its_signal(
     FAILED 0:9; the sweep records job 1 failed "killed by signal 9" and exits 2; job 0 finished."""
     out = tmp_path / "sweep"
     cmd = sweep_command(out, tmp_path / "cache", *ONE_LR, "trainer.max_steps=300", "trainer.accelerator=cpu")
-    sweep = subprocess.Popen(
-        cmd, cwd=REPO, env=cluster, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        wait_for(
-            lambda: job_status(out / "1") == "running" and running_step_pid(cluster, "4200_1"),
-            sweep,
-            300,
-            "job 1",
-        )
-        os.kill(running_step_pid(cluster, "4200_1"), signal.SIGKILL)
+    with running_task(cmd, cluster, out / "1", "4200_1") as (sweep, pid):
+        os.kill(pid, signal.SIGKILL)
         _, stderr = sweep.communicate(timeout=300)
-    finally:
-        if sweep.poll() is None:
-            sweep.kill()
     assert task(cluster, "4200_1")["exit_code"] == "0:9"
     assert sweep.returncode == 2, stderr[-3000:]
     failed = json.loads((out / "1" / "metrics.json").read_text())
@@ -207,24 +214,12 @@ def test_usr2_saves_last_ckpt_requeues_and_the_task_resumes(tmp_path: Path, clus
         f"trainer.max_steps={steps}", "trainer.log_every_n_steps=1", "trainer.val_check_interval=1000",
         "trainer.accelerator=cpu",
     )  # fmt: skip
-    sweep = subprocess.Popen(
-        cmd, cwd=REPO, env=cluster, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        wait_for(
-            lambda: job_status(out / "0") == "running" and running_step_pid(cluster, "4200"),
-            sweep,
-            300,
-            "the job",
-        )
+    with running_task(cmd, cluster, out / "0", "4200") as (sweep, _):
         # a USR2 before training starts has nothing to save and is ignored: send until one is taken
         while task(cluster, "4200")["restarts"] == 0 and sweep.poll() is None:
             subprocess.run(["scancel", "--signal=USR2", "4200"], env=cluster, check=True)
             time.sleep(1.0)
         _, stderr = sweep.communicate(timeout=600)
-    finally:
-        if sweep.poll() is None:
-            sweep.kill()
     assert sweep.returncode == 0, stderr[-3000:]
     assert task(cluster, "4200")["restarts"] >= 1 and task(cluster, "4200")["state"] == "COMPLETED"
     job = out / "0"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,13 +15,19 @@ from omegaconf import DictConfig, OmegaConf
 log = logging.getLogger("gptlab")
 
 
+def rank_zero() -> bool:
+    """This process is rank 0 (or the only one). Under torchrun or srun every rank runs the sweep; a
+    rank other than 0 can end a job before rank 0 has written that job's end to metrics.json."""
+    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))) == 0
+
+
 class ExitNonZeroOnFailedJobs(Callback):
     """After a multirun, read each job's metrics.json; if any failed, print them and exit with 2.
 
     A job that stopped on a non-finite step is recorded as failed *and* diverged: in an LR grid that
     is the result of a too-high LR, not a failure of the sweep, so it is listed but does not count.
     A job still "running" when the sweep ends was killed outright (SIGKILL, out of memory) before it
-    could record an end: it counts as failed.
+    could record an end: it counts as failed (read on rank 0 only: see rank_zero).
     """
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -35,7 +42,7 @@ class ExitNonZeroOnFailedJobs(Callback):
                 (diverged if status.get("diverged") else failed).append(
                     f"{metrics.parent.name}: {status.get('error')}"
                 )
-            elif status.get("status") == "running":
+            elif status.get("status") == "running" and rank_zero():
                 failed.append(f"{metrics.parent.name}: killed (metrics.json still says running)")
         if diverged:
             log.warning(
