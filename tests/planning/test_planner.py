@@ -166,7 +166,7 @@ def test_alternatives_are_planned_again() -> None:
     assert ckpt["peak"] < base.peak
     room = (ckpt["peak"] + base.peak) / 2  # between the two: only checkpointing (or less) fits
     gpu = GPU("test", room / GIB / 0.9, 1e15, 1e15, 1e15)
-    p = plan(s, gpu)
+    p = plan(s, gpu, headroom=0.1)
     assert not p.fits
     alts = {a.overrides: a for a in alternatives(p, None, 0.1)}
     ac = alts[("model.activation_checkpointing=selective",)]
