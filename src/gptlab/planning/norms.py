@@ -27,6 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor
 
 
 class _FusedRMSNorm(torch.autograd.Function):
@@ -43,7 +44,7 @@ class _FusedRMSNorm(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> Any:
         x, rstd, weight = ctx.saved_tensors
         mask = [ctx.needs_input_grad[0], weight is not None and ctx.needs_input_grad[1]]
-        if isinstance(x, torch._subclasses.fake_tensor.FakeTensor):
+        if isinstance(x, FakeTensor):
             # the CUDA backward op (a meta kernel here: the shapes and dtypes CUDA's returns)
             gx, gw = torch.ops.aten._fused_rms_norm_backward(grad, x, ctx.shape, rstd, weight, mask)
         else:  # real CPU tensors have no kernel for it: differentiate the composite instead
