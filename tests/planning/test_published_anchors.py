@@ -34,8 +34,8 @@ What is asserted, per anchor:
   memory less HEADROOM) reserves no more than the GPU has. This is the headroom's job (CUDA
   context aside, which max_memory_reserved does not count either), and why HEADROOM is what it is:
   the largest published / planned ratio of these anchors, rounded up (planning/plan.py). The
-  planner before issue 30 failed it on every anchor (10% headroom; the root's bf16 copy and CUDA's
-  RMSNorm not modelled).
+  planner before issue 30 failed it on every anchor (10% headroom). torchtitan's torch kept the FSDP2
+  root unsharded after forward (1.96 GiB here) and gptlab's run does not: that is inside the ratio.
 - planned <= published: allocated bytes cannot exceed reserved ones; over is not allowed either,
   beyond that bound (a planner counting, say, a CPU RMSNorm's fp32 copies would pass the first
   check by overestimating).

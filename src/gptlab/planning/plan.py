@@ -22,9 +22,9 @@ from gptlab.training.callbacks.throughput import compute_type
 GIB = 2**30
 # fraction of a GPU's memory kept free for what the trackers do not see: the peak is allocated
 # bytes, a GPU run reserves more (caching-allocator segments, fragmentation). Sized from torchtitan's
-# published H100 runs, whose max_memory_reserved is up to 1.22x the plan of the same step
-# (1 - 1/1.217, rounded up: tests/planning/test_published_anchors.py)
-HEADROOM = 0.18
+# published H100 runs, whose max_memory_reserved is up to 1.25x the plan of the same step
+# (1 - 1/1.253, rounded up: tests/planning/test_published_anchors.py)
+HEADROOM = 0.21
 MAX_DEVICES = 64  # "more devices" tries FSDP2 up to this many (8 nodes of 8)
 
 

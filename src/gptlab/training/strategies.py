@@ -155,18 +155,14 @@ def parallelize(module: Any, fsdp: dict[str, Any] | None, compile_model: bool) -
 def shard_blocks_then_root(model: Any, mesh: Any, mp_policy: Any, reshard_after_forward: bool) -> None:
     """FSDP2's units: one per block, then the root, which keeps the embedding, the final norm and
     the (tied) head together. The planner (planning.step.shard) shards through this same function,
-    so what it measures is what training runs.
-
-    `reshard_after_forward` applies to the blocks; the root is never resharded after forward: its
-    parameters are the first that backward needs (the head), so freeing them only adds an
-    all-gather. That is FSDP2's own choice for the root (`fully_shard`'s default None: "False for
-    root modules"; unconditional in the torch of torchtitan's published runs), and its unsharded
-    bf16 copy is alive through the loss, where a large-vocabulary model's step peaks."""
+    so what it measures is what training runs. An explicit `reshard_after_forward` reshards the
+    root too (torch 2.13 keeps a root unsharded only when the argument is None); keeping it
+    unsharded (False for the root) crashed FSDP2 training on gloo (exit 139) in issue 30's try."""
     from torch.distributed.fsdp import fully_shard
 
     for block in model.blocks:
         fully_shard(block, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False)
+    fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=reshard_after_forward)
 
 
 def mixed_precision_policy(precision: str, enabled: bool) -> Any:
