@@ -334,6 +334,16 @@ MUTANTS: list[Mutant] = [
            "attn_logit_max/* logged at 1/sqrt(d_head) for a μP model that attends at 1/d_head"),
     Mutant("mup_attn_scale_sqrt", "model/mup.py", "return base_head_dim**0.5 / cfg.head_dim",
            "return cfg.head_dim**-0.5", "μP's attention logits scaled by 1/sqrt(d_head), not 1/d_head"),
+    # --- issue 30: the planner against published GPU memory ---
+    Mutant("plan_rmsnorm_as_cpu", "planning/step.py",
+           'norms = as_cuda(model) if setup.device == "cuda" else contextlib.nullcontext()',
+           "norms = contextlib.nullcontext()",
+           "a GPU plan counts RMSNorm as CPU runs it (two fp32 copies saved, not input + rstd)"),
+    Mutant("plan_fused_rmsnorm_saves_output", "planning/norms.py",
+           "ctx.save_for_backward(x, rstd, weight)", "ctx.save_for_backward(x, rstd, weight, out)",
+           "the CUDA RMSNorm keeps its output too"),
+    Mutant("plan_headroom_unsized", "planning/plan.py", "HEADROOM = 0.21", "HEADROOM = 0.10",
+           "10% headroom: a plan that fits reserves more than the GPU has (torchtitan's anchors)"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -89,6 +89,7 @@ def test_each_row_follows_from_the_formula(row: dict[str, str]) -> None:
         10e9 / tokens_per_sec / 3600, abs=0.051 * (24 if "days" in row["10B tokens"] else 1)
     )
     peak, usable = (float(x) for x in row["peak / device (GiB)"].replace("(of ", "").rstrip(")").split())
-    # gptlab.hardware counts an "80GB" H100 as 80 GiB (CUDA reports 79.6 GiB for it); 10% is headroom
+    # gptlab.hardware counts an "80GB" H100 as 80 GiB (CUDA reports 79.6 GiB for it); the table was
+    # planned at 18% headroom (docs/performance.md says it is stale: the planner now keeps 21%)
     assert peak <= usable
-    assert usable == pytest.approx((141 if row["GPUs"] == "1×H200" else 80) * 0.9, abs=0.051)
+    assert usable == pytest.approx((141 if row["GPUs"] == "1×H200" else 80) * 0.82, abs=0.051)

@@ -91,9 +91,9 @@ def test_a_plan_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     ("mode", "activations", "peak"),
     [
-        ("none", "186.4 MiB", "204.6 MiB"),
-        ("full", "44.1 MiB", "74.6 MiB"),
-        ("selective", "102.2 MiB", "120.4 MiB"),
+        ("none", "168.4 MiB", "186.6 MiB"),
+        ("full", "40.1 MiB", "70.6 MiB"),
+        ("selective", "92.2 MiB", "110.4 MiB"),
     ],
 )
 def test_documented_checkpointing_numbers(

@@ -71,9 +71,10 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_fake_step_measures_what_a_real_step_allocates(case: str) -> None:
     """Fake tensors (the plan) and real ones (the oracle's own loop) give the same peak and the
-    same split, part by part: the fake step allocates what the real step allocates."""
+    same split, part by part: the fake step allocates what the real step allocates. The oracle
+    runs on this CPU, so the plan is of a CPU step (device="cpu": norms as CPU runs them)."""
     model_cfg, B, acc, precision = CASES[case]
-    fake = measure(Setup(model_cfg, OPTIM, B, accumulate=acc, precision=precision))
+    fake = measure(Setup(model_cfg, OPTIM, B, accumulate=acc, precision=precision, device="cpu"))
     real = oracle_step(model_cfg, B, acc, precision)
     for part in (*PARTS, "peak"):
         assert fake.part(part) == pytest.approx(real[part], rel=0.01, abs=1024), part
@@ -158,14 +159,14 @@ def test_alternatives_are_planned_again() -> None:
     checkpointed step has (the oracle's loop), not a scaled guess, and a smaller micro-batch
     with accumulation keeps the tokens per step."""
     model_cfg = cfg(n_layer=2)
-    s = Setup(model_cfg, OPTIM, 8)
+    s = Setup(model_cfg, OPTIM, 8, device="cpu")  # the oracle's loop runs on this CPU
     selective = dataclasses.replace(model_cfg, activation_checkpointing="selective")  # block 0 of 2
     ckpt = oracle_step(selective, 8, 1, "bf16-mixed")
     base = measure(s)
     assert ckpt["peak"] < base.peak
     room = (ckpt["peak"] + base.peak) / 2  # between the two: only checkpointing (or less) fits
     gpu = GPU("test", room / GIB / 0.9, 1e15, 1e15, 1e15)
-    p = plan(s, gpu)
+    p = plan(s, gpu, headroom=0.1)
     assert not p.fits
     alts = {a.overrides: a for a in alternatives(p, None, 0.1)}
     ac = alts[("model.activation_checkpointing=selective",)]

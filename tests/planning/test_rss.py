@@ -64,7 +64,7 @@ CHILD = textwrap.dedent(
 @pytest.mark.slow  # a child interpreter importing torch: ~10 s on the loaded 2-core machine
 def test_peak_matches_the_process_high_water_mark() -> None:
     cfg = GPTConfig.from_dict(SHAPE)
-    m = measure(Setup(cfg, OptimConfig(), B, precision="32-true"))
+    m = measure(Setup(cfg, OptimConfig(), B, precision="32-true", device="cpu"))  # a CPU step
     at_start = m.parameters + m.optimizer + m.other  # alive before the step begins
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
     out = subprocess.run(

@@ -20,13 +20,18 @@ from gptlab.planning.step import Memory, Setup, measure
 from gptlab.training.callbacks.throughput import compute_type
 
 GIB = 2**30
-HEADROOM = 0.10  # fraction of a GPU's memory kept free for what the trackers do not see
+# fraction of a GPU's memory kept free for what the trackers do not see: the peak is allocated
+# bytes, a GPU run reserves more (caching-allocator segments, fragmentation). Sized from torchtitan's
+# published H100 runs, whose max_memory_reserved is up to 1.25x the plan of the same step
+# (1 - 1/1.253, rounded up: tests/planning/test_published_anchors.py)
+HEADROOM = 0.21
 MAX_DEVICES = 64  # "more devices" tries FSDP2 up to this many (8 nodes of 8)
 
 
 def usable_bytes(gpu: GPU, headroom: float = HEADROOM) -> int:
-    """Memory a run may plan to use: the GPU's, less the headroom fraction (CUDA context, cuBLAS
-    and NCCL workspaces, caching-allocator fragmentation: none of them is a tensor)."""
+    """Memory a run may plan to use: the GPU's, less the headroom fraction (the caching
+    allocator's reserve beyond the tensors, CUDA context, cuBLAS and NCCL workspaces: none of them
+    is a tensor)."""
     return int(gpu.memory_gib * GIB * (1.0 - headroom))
 
 

@@ -10,9 +10,12 @@ trackers (`MemTracker`; `FSDPMemTracker` for FSDP2, which also sees all-gather a
 buffers and unsharded parameters) attribute every storage alive at the step's peak; that split is
 `Memory`. torchtitan's memory estimator (scripts/estimate/estimation.py) is the same idea.
 
-What it leaves out, by construction: the CUDA context, cuBLAS/NCCL workspaces and the caching
-allocator's fragmentation (the planner's headroom stands for them), and the difference between
-CPU and CUDA autocast op lists (the fake step runs on CPU: fake CUDA tensors need a CUDA build).
+The fake step runs on CPU (fake CUDA tensors need a CUDA build of torch); for a CUDA target
+(`Setup.device`, the default) its norms run as CUDA runs them (`planning.norms`: what the fused
+RMSNorm kernel saves, and CUDA autocast's fp32 norms). What it leaves out, by construction: the CUDA
+context, cuBLAS/NCCL workspaces and the caching allocator's reserve (the peak is allocated bytes; the
+planner's headroom stands for the rest, sized from published runs: tests/planning/
+test_published_anchors.py), and any other op whose CPU and CUDA autocast policies differ.
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ import torch
 
 from gptlab.config import OptimConfig
 from gptlab.model import GPTConfig
+from gptlab.planning.norms import as_cuda
 from gptlab.training.callbacks.throughput import tokens_per_step
 
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
+DEVICES = ("cuda", "cpu")
 # how each tracker category counts in the plan (MemTracker's names, then FSDPMemTracker's)
 CATEGORY = {
     "Parameter": "parameters",
@@ -67,6 +72,9 @@ class Setup:
     fsdp_mixed_precision: bool = True
     reshard_after_forward: bool = True
     vocab_source: str = ""  # where model.vocab_size came from (planning.vocab), for the report
+    # what the step runs on: "cuda" (every listed GPU; norms as CUDA runs them, planning.norms) or
+    # "cpu" (norms as the fake step's own CPU runs them: what a real CPU step is compared with)
+    device: str = "cuda"
 
     def __post_init__(self) -> None:
         for key, value in (
@@ -76,6 +84,8 @@ class Setup:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{key}={value!r} cannot be planned; give a positive integer")
+        if self.device not in DEVICES:
+            raise ValueError(f"device={self.device!r} cannot be planned; accepted: {', '.join(DEVICES)}")
         if self.precision not in PRECISIONS:
             raise ValueError(
                 f"trainer.precision={self.precision!r} cannot be planned; accepted: auto, "
@@ -222,7 +232,8 @@ def measure(setup: Setup) -> Memory:
         T = setup.model.block_size
         batch = torch.randint(0, setup.model.vocab_size, (setup.micro_batch, T + 1))
         tracker = _tracker(model, opt, batch, setup)
-        with tracker:
+        norms = as_cuda(model) if setup.device == "cuda" else contextlib.nullcontext()
+        with norms, tracker:
             train_step(module, opt, batch, setup, tracker)
         (device_snapshot,) = tracker.get_tracker_snapshot("peak").values()
         local = {name: _local_numel(p) for name, p in model.named_parameters()}

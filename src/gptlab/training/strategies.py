@@ -155,7 +155,9 @@ def parallelize(module: Any, fsdp: dict[str, Any] | None, compile_model: bool) -
 def shard_blocks_then_root(model: Any, mesh: Any, mp_policy: Any, reshard_after_forward: bool) -> None:
     """FSDP2's units: one per block, then the root, which keeps the embedding, the final norm and
     the (tied) head together. The planner (planning.step.shard) shards through this same function,
-    so what it measures is what training runs."""
+    so what it measures is what training runs. An explicit `reshard_after_forward` reshards the
+    root too (torch 2.13 keeps a root unsharded only when the argument is None); keeping it
+    unsharded (False for the root) crashed FSDP2 training on gloo (exit 139) in issue 30's try."""
     from torch.distributed.fsdp import fully_shard
 
     for block in model.blocks:
