@@ -10,9 +10,12 @@ register_configs()
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float:
+    from gptlab.dashboards.cli import write_at_run_end
     from gptlab.training.app import run_job
 
-    return run_job(cfg)
+    best = run_job(cfg)
+    write_at_run_end(cfg)  # the run's wandb view (docs/dashboards.md); a sweep writes its own
+    return best
 
 
 if __name__ == "__main__":

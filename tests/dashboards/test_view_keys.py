@@ -87,6 +87,15 @@ def logged(path: Path) -> tuple[set[str], set[str], str, set[str]]:
     return history, config, group, files
 
 
+def without_ids(view_json: str) -> object:
+    def strip(x: object) -> object:
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k != "__id__"}
+        return [strip(v) for v in x] if isinstance(x, list) else x
+
+    return strip(json.loads(view_json))
+
+
 def view_of(sweep: Path):
     return from_json((sweep / VIEW_FILE).read_text())
 
@@ -205,6 +214,7 @@ def test_a_single_run_shorter_than_the_telemetry_cadence(tmp_path: Path) -> None
         f"hydra.run.dir={run}", f"data.cache_dir={tmp_path / 'cache'}", env={"OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    written_by_the_run = (run / VIEW_FILE).read_text()  # train.py writes a single run's view itself
     built = _dashboard(run)
     assert built.returncode == 0, built.stderr
     (wandb_file,) = sorted(run.glob("wandb/offline-run-*/run-*.wandb"))
@@ -213,3 +223,5 @@ def test_a_single_run_shorter_than_the_telemetry_cadence(tmp_path: Path) -> None
     assert not {k for k in history if k.startswith("grad_norm/")}  # the premise: no telemetry step
     assert panel_keys(view) <= history, sorted(panel_keys(view) - history)
     assert [s.name for s in view.sections] == ["Loss", "Stability and speed"]
+    # the same view as scripts/dashboard.py builds, but for the random ids wandb-workspaces gives panels
+    assert without_ids(written_by_the_run) == without_ids((run / VIEW_FILE).read_text())

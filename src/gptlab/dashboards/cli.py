@@ -94,3 +94,19 @@ def write_at_sweep_end(sweep_dir: Path, logger_cfg: dict[str, Any]) -> Path | No
         return None
     log.info("%s", line)
     return written
+
+
+def write_at_run_end(cfg: Any) -> Path | None:
+    """train.py's last step for a single run: its own view beside it, as a sweep writes one for its
+    jobs (in a multirun the sweep writes one view for all of them). Rank 0 only; never raises."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from lightning.pytorch.utilities import rank_zero_only
+    from omegaconf import OmegaConf
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN or rank_zero_only.rank != 0:
+        return None
+    logger_cfg = OmegaConf.to_container(cfg.logger, resolve=True)
+    assert isinstance(logger_cfg, dict)
+    return write_at_sweep_end(Path(hydra_cfg.runtime.output_dir), logger_cfg)
