@@ -136,9 +136,10 @@ def sbatch(args: list[str]) -> int:
     for index in indices:
         key = str(job) if index is None else f"{job}_{index}"
         update_task(key, state="PENDING", exit_code="0:0", restarts=0, requeue=False, job=job, index=index)
+    log = open(state_dir() / "sbatch" / f"{job}.scheduler.log", "w")  # noqa: SIM115 - the child keeps it
     subprocess.Popen(
         [sys.executable, __file__, "_schedule", str(job), str(parallel)],
-        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy(),
+        start_new_session=True, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=os.environ.copy(),
     )  # fmt: skip
     print(f"Submitted batch job {job}")
     return 0
@@ -393,7 +394,8 @@ def install(bin_dir: Path) -> Path:
 
 def main() -> int:
     name, args = sys.argv[1], sys.argv[2:]
-    if name == "_schedule":
+    if name == "_schedule":  # the scheduler outlives sbatch: a hang-up is not its end
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
         schedule(int(args[0]), int(args[1]))
         return 0
     return {"sbatch": sbatch, "srun": srun, "sacct": sacct, "squeue": squeue, "scancel": scancel}.get(
