@@ -22,7 +22,7 @@ class PlanOptions:
     gpu: str | None = None  # plan.gpu=H200 (required)
     tokens: float | None = None  # plan.tokens=10e9: the time to this many training tokens
     mfu: float | None = None  # plan.mfu=0.4; default: the MFU table's row for the GPU and size
-    headroom: float = HEADROOM  # plan.headroom=0.18 (the default): fraction of the GPU's memory kept free
+    headroom: float = HEADROOM  # plan.headroom=0.21 (the default): fraction of the GPU's memory kept free
     search: bool = False  # plan.search=true: also find the largest micro-batch that fits
 
     def __post_init__(self) -> None:
