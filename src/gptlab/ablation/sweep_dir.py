@@ -119,6 +119,15 @@ def config_conflict(sweep_dir: Path, record: dict[str, Any] | None, configs: dic
     return None
 
 
+def read_metrics(job_dir: Path) -> dict[str, Any]:
+    """A job's metrics.json, or {} when it is missing, unreadable or cut short by a kill."""
+    try:
+        status = json.loads((job_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
 def job_state(job_dir: Path) -> tuple[str, Path | None]:
     """(DONE | RESUME | FRESH, checkpoint to resume from).
 
@@ -126,16 +135,11 @@ def job_state(job_dir: Path) -> tuple[str, Path | None]:
     on_nonfinite=stop is the result of that LR, and re-running it would diverge again). Resume: any
     other state with a last.ckpt (preempted by SIGTERM, killed outright, crashed). Fresh: the rest.
     """
-    metrics = job_dir / "metrics.json"
-    try:
-        status = json.loads(metrics.read_text())
-    except (OSError, ValueError):
-        status = {}
-    if isinstance(status, dict):
-        if status.get("status") == "finished":
-            return DONE, None
-        if status.get("status") == "failed" and status.get("diverged"):
-            return DONE, None
+    status = read_metrics(job_dir)
+    if status.get("status") == "finished":
+        return DONE, None
+    if status.get("status") == "failed" and status.get("diverged"):
+        return DONE, None
     ckpt = job_dir / "checkpoints" / "last.ckpt"
     if ckpt.is_file():
         return RESUME, ckpt.resolve()
@@ -147,15 +151,10 @@ def record_failure(job_dir: Path, reason: str) -> bool:
     cut short): it was killed before it could write how it ended (SIGKILL, the OOM killer, a node
     lost). Record it as failed with the launcher's reason, so the sweep and its report count it.
     A richer record (failed, preempted, finished) is left as it is. True when written."""
-    path = job_dir / "metrics.json"
-    try:
-        status = json.loads(path.read_text())
-    except (OSError, ValueError):
-        status = {}
-    if not isinstance(status, dict):
-        status = {}
+    status = read_metrics(job_dir)
     if status.get("status") not in (None, "running"):
         return False
+    path = job_dir / "metrics.json"
     job_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps({**status, "status": "failed", "error": reason}, indent=2))

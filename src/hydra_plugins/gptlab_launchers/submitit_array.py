@@ -72,10 +72,9 @@ def _resume_overrides(launcher: Any, overrides: list[str], job_num: int) -> tupl
 
 
 def _status(job_dir: Path) -> str | None:
-    try:
-        return json.loads((job_dir / "metrics.json").read_text()).get("status")
-    except (OSError, ValueError, AttributeError):
-        return None
+    from gptlab.ablation.sweep_dir import read_metrics
+
+    return read_metrics(job_dir).get("status")
 
 
 class RequeueSignalAsSigterm:
@@ -219,7 +218,10 @@ def failure_reason(job: Any, err: BaseException) -> str:
     if killed is None:
         return tail
     signum, source = killed
-    name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else str(signum)
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:  # not a signal number this platform names
+        name = str(signum)
     return f"killed by signal {signum} ({name}; {source}); last output: {tail[-200:]}"
 
 
