@@ -332,8 +332,10 @@ MUTANTS: list[Mutant] = [
     Mutant("telemetry_ignores_mup_scale", "training/callbacks/telemetry.py",
            "attention_stats(q, k, attn.scale)", "attention_stats(q, k)",
            "attn_logit_max/* logged at 1/sqrt(d_head) for a μP model that attends at 1/d_head"),
-    Mutant("mup_attn_scale_sqrt", "model/mup.py", "return base_head_dim**0.5 / cfg.head_dim",
+    Mutant("mup_attn_scale_sqrt", "model/mup.py", "return base_head_dim(cfg) ** 0.5 / cfg.head_dim",
            "return cfg.head_dim**-0.5", "μP's attention logits scaled by 1/sqrt(d_head), not 1/d_head"),
+    Mutant("mup_base_head_dim_ignored", "model/mup.py", "    if cfg.mup_base_head_dim is not None:\n",
+           "    if False:\n", "heads added at a fixed width: d_h0 taken as base/n_head (the scale halved at 4×)"),
     # --- issue 30: the planner against published GPU memory ---
     Mutant("plan_rmsnorm_as_cpu", "planning/step.py",
            'norms = as_cuda(model) if setup.device == "cuda" else contextlib.nullcontext()',

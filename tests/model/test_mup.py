@@ -63,11 +63,14 @@ def _rms(x: torch.Tensor, g: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g
 
 
-def oracle_logits(P: dict[str, torch.Tensor], d: int, base: int, heads: int, layers: int, tied: bool, idx):
+def oracle_logits(
+    P: dict[str, torch.Tensor], d: int, base: int, heads: int, layers: int, tied: bool, idx, dh0: int | None = None
+):
     """Pre-RMSNorm GPT with learned positions and a GELU FFN, μP's two forward multipliers:
-    attention logits × sqrt(d_h0)/d_h (d_h0 = base/heads), output logits × base/d."""
+    attention logits × sqrt(d_h0)/d_h (d_h0 = base/heads, or the base's head width when heads are added
+    at a fixed width), output logits × base/d."""
     B, T = idx.shape
-    dh, dh0 = d // heads, base // heads
+    dh, dh0 = d // heads, dh0 or base // heads
     x = P["tok_emb.weight"][idx] + P["pos_emb.weight"][:T]
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for i in range(layers):
@@ -133,6 +136,29 @@ def test_mup_matches_a_plain_pytorch_mup_model_through_adamw_steps(tied: bool) -
     assert not torch.allclose(expected[0], expected[0] * d / base)
 
 
+def test_mup_with_heads_added_at_a_fixed_width_keeps_sps_attention_scale() -> None:
+    """A ladder that grows heads at a fixed head width (ladder_ffn_mup): the base model of width 16 has
+    2 heads of 8, the model of width 64 has 8 heads of 8; d_h = d_h0, so μP's sqrt(d_h0)/d_h is SP's
+    1/sqrt(d_h). The old rule (d_h0 = base/n_head = 2) halved it."""
+    d, base, heads, layers = 64, 16, 8, 2
+    cfg = GPTConfig(
+        vocab_size=64, block_size=16, n_layer=layers, n_head=heads, n_embd=d, ffn="gelu", pos_emb="learned",
+        tie_embeddings=True, parametrization="mup", mup_base_width=base, mup_base_head_dim=8,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    ours = GPT(cfg).double()
+    with torch.no_grad():  # queries and keys of a trained size: at init's σ the attention is near uniform
+        for name, p in ours.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                p.normal_(0.0, 0.5)
+    P = {n: p.detach().clone() for n, p in ours.named_parameters()}
+    x = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(1))
+    want = oracle_logits(P, d, base, heads, layers, True, x, dh0=8)
+    torch.testing.assert_close(ours(x).detach(), want, rtol=1e-9, atol=1e-10)
+    narrowed = oracle_logits(P, d, base, heads, layers, True, x)  # the base keeping 8 heads of 2
+    assert not torch.allclose(want, narrowed, atol=1e-4)
+
+
 def _train_on(model: GPT, x: torch.Tensor, y: torch.Tensor, steps: int) -> list[torch.Tensor]:
     opt = build_adamw(model, OPT, "cpu")
     seen = []
@@ -184,6 +210,8 @@ def test_mup_init_follows_the_papers_variance_rule() -> None:
         ),
         (["model.mup_base_width=16", "model.init_from=/nonexistent"], "model.init_from cannot start a μP"),
         (["model.mup_base_width=16", "model.ffn_hidden=96"], "model.ffn_hidden=96 cannot be combined with"),
+        (["model.mup_base_width=16", "model.mup_base_head_dim=3"], "model.mup_base_head_dim=3 is not accepted"),
+        (["model.mup_base_width=32", "model.mup_base_head_dim=8"], "model.mup_base_head_dim=8 is not accepted"),
     ],
 )
 def test_bad_mup_settings_are_refused_naming_the_keys(overrides: list[str], message: str) -> None:

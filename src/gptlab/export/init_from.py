@@ -62,6 +62,7 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
         # μP is kept, and refused by GPTConfig unless its base is the checkpoint's width (where it is SP)
         parametrization=base.parametrization,
         mup_base_width=base.mup_base_width,
+        mup_base_head_dim=base.mup_base_head_dim,
     )
 
 

@@ -65,6 +65,9 @@ class GPTConfig:
     activation_checkpointing_every: int = 2
     parametrization: str = "sp"
     mup_base_width: int | None = None  # μP: the width whose SP model μP equals (read only under mup)
+    # μP: the base model's head width; None: mup_base_width / n_head (the base keeps the heads and
+    # narrows them); a ladder that adds heads at a fixed head width gives that width
+    mup_base_head_dim: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -149,10 +152,22 @@ class GPTConfig:
                 f"model.mup_base_width={base} {what} model.n_embd={self.n_embd}; accepted: a "
                 "divisor of n_embd (the width multiplier n_embd/mup_base_width must be a whole number >= 1)"
             )
-        if base % self.n_head != 0:
+        head = self.mup_base_head_dim
+        if head is None and base % self.n_head != 0:
             raise ValueError(
                 f"model.mup_base_width={base} is not divisible by model.n_head={self.n_head}; the base "
-                "model keeps the heads, so its head width mup_base_width/n_head must be whole"
+                "model keeps the heads, so its head width mup_base_width/n_head must be whole (or give "
+                "model.mup_base_head_dim, the base model's head width)"
+            )
+        if head is not None and (
+            isinstance(head, bool) or not isinstance(head, int) or head <= 0 or base % head != 0
+            or (base == self.n_embd and head != self.head_dim)
+        ):
+            raise ValueError(
+                f"model.mup_base_head_dim={head!r} is not accepted with model.mup_base_width={base} and "
+                f"model.n_embd={self.n_embd}, n_head={self.n_head}; accepted: null (the base keeps the "
+                "heads), or a positive divisor of mup_base_width that is the model's own head width "
+                "when n_embd equals mup_base_width"
             )
         if self.norm_placement == "deepnorm":
             raise ValueError(

@@ -9,7 +9,8 @@ With m = n_embd / mup_base_width, relative to the standard-parametrization (SP) 
     untying are both defined (the paper's Table 3 form, without a multiplier, asks the output for σ ∝ 1/m
     and LR ∝ 1/m, which a tied table cannot also give its input; it is not offered);
   * attention logits q·k × sqrt(d_h0)/d_h (1/d_h, equal to SP's 1/sqrt(d_h0) at the base head width
-    d_h0 = mup_base_width / n_head: the base model has the same heads).
+    d_h0: mup_base_width / n_head when the base model has the same heads, or mup_base_head_dim when
+    heads are added at a fixed width, where d_h = d_h0 and the scale stays SP's at every width).
 At m = 1 every factor is exactly 1 (or not applied), so μP is SP there bit for bit.
 """
 
@@ -53,9 +54,15 @@ def logit_mult(cfg: GPTConfig) -> float:
     return 1.0 / width_mult(cfg)
 
 
+def base_head_dim(cfg: GPTConfig) -> int:
+    """d_h0, the base model's head width: given (heads added at a fixed width), else base width / n_head."""
+    if cfg.mup_base_head_dim is not None:
+        return cfg.mup_base_head_dim
+    return cfg.mup_base_width // cfg.n_head  # type: ignore[operator]
+
+
 def attn_scale(cfg: GPTConfig) -> float | None:
-    """SDPA's scale: None (its own 1/sqrt(d_h)) under SP and at the base width, else sqrt(d_h0)/d_h."""
-    if width_mult(cfg) == 1.0:
+    """SDPA's scale: None (its own 1/sqrt(d_h)) under SP and where d_h is the base's, else sqrt(d_h0)/d_h."""
+    if width_mult(cfg) == 1.0 or cfg.head_dim == base_head_dim(cfg):
         return None
-    base_head_dim = cfg.mup_base_width // cfg.n_head  # type: ignore[operator]
-    return base_head_dim**0.5 / cfg.head_dim
+    return base_head_dim(cfg) ** 0.5 / cfg.head_dim
