@@ -334,6 +334,8 @@ MUTANTS: list[Mutant] = [
            "attn_logit_max/* logged at 1/sqrt(d_head) for a μP model that attends at 1/d_head"),
     Mutant("mup_attn_scale_sqrt", "model/mup.py", "return base_head_dim(cfg) ** 0.5 / cfg.head_dim",
            "return cfg.head_dim**-0.5", "μP's attention logits scaled by 1/sqrt(d_head), not 1/d_head"),
+    Mutant("mup_decay_follows_lr", "training/optim.py", '"weight_decay": weight_decay / m, "lr": lr * m}',
+           '"weight_decay": weight_decay, "lr": lr * m}', "μP hidden groups' AdamW decay lr·wd shrinks with 1/m"),
     Mutant("mup_base_head_dim_ignored", "model/mup.py", "    if cfg.mup_base_head_dim is not None:\n",
            "    if False:\n", "heads added at a fixed width: d_h0 taken as base/n_head (the scale halved at 4×)"),
     # --- issue 30: the planner against published GPU memory ---

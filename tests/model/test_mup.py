@@ -90,7 +90,8 @@ def oracle_logits(
 
 def oracle_adamw(P: dict[str, torch.nn.Parameter], d: int, base: int) -> torch.optim.AdamW:
     """Adam LR / (fan_in / base fan_in) for the hidden matrices (every one of them has fan-in ∝ d here:
-    d, or 4d for down), the configured LR for embeddings, head, gains; decay on matrices."""
+    d, or 4d for down), the configured LR for embeddings, head, gains; decay on matrices, the hidden
+    ones' × the same fan-in ratio so that AdamW's per-step decay lr·wd is the base's."""
     hidden = [p for n, p in P.items() if "_proj" in n]
     other = [p for n, p in P.items() if "_proj" not in n and p.dim() >= 2]
     gains = [p for p in P.values() if p.dim() < 2]
@@ -98,7 +99,7 @@ def oracle_adamw(P: dict[str, torch.nn.Parameter], d: int, base: int) -> torch.o
         [
             {"params": other, "weight_decay": OPT.weight_decay},
             {"params": gains, "weight_decay": 0.0},
-            {"params": hidden, "weight_decay": OPT.weight_decay, "lr": OPT.lr * base / d},
+            {"params": hidden, "weight_decay": OPT.weight_decay * d / base, "lr": OPT.lr * base / d},
         ],
         lr=OPT.lr,
         betas=(OPT.beta1, OPT.beta2),

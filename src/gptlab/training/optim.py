@@ -17,7 +17,10 @@ def param_groups(model: nn.Module, weight_decay: float, lr: float) -> list[dict]
     """Matrices (linear weights, embeddings) decay; gains and biases do not.
 
     Under μP (model.parametrization=mup) the hidden matrices move to groups of their own at
-    lr × mup.lr_mult (1/fan-in multiplier); group 0 keeps the configured LR (the one logged).
+    lr × mup.lr_mult (1/fan-in multiplier) and weight decay ÷ the same multiplier, so AdamW's
+    per-step decay lr·wd is the base width's at every width (what microsoft's `mup` MuAdamW does;
+    Wang & Aitchison 2024 argue for a width-independent 1/(lr·wd)); group 0 keeps the configured
+    LR (the one logged).
     """
     cfg = getattr(model, "cfg", None)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -28,7 +31,7 @@ def param_groups(model: nn.Module, weight_decay: float, lr: float) -> list[dict]
     ]
     for m in sorted({v for v in mult.values() if v != 1.0}):
         params = [p for n, p in named if mult[n] == m]
-        groups.append({"params": params, "weight_decay": weight_decay, "lr": lr * m})
+        groups.append({"params": params, "weight_decay": weight_decay / m, "lr": lr * m})
     return groups
 
 
