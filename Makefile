@@ -18,6 +18,9 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install "$(TORCH_SPEC)" || $(BIN)/pip install torch
 	$(BIN)/pip install -e '.[dev]'
+	# microsoft's mup, a test oracle: its metadata asks for torchvision (which would pull another torch);
+	# the modules the test imports need only torch and pyyaml
+	$(BIN)/pip install --no-deps "mup==1.0.0"
 	touch $@
 
 install: $(BIN)/.installed
