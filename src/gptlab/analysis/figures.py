@@ -258,3 +258,38 @@ def _mark_failures(ax: Any, xs: Sequence[float], label: str | None) -> None:
         transform=ax.get_xaxis_transform(),
         label=label,
     )
+
+
+def best_lr_vs_n(series: Sequence[Any], path: Path) -> Path:
+    """Best LR against N per arm and parametrization (lr_transfer.ArmTransfer), log-log; a hollow
+    marker where the best LR is its rung's grid edge (the optimum may lie beyond)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colours: dict[str, str] = {}
+    styles = {"sp": ("o", "--"), "mup": ("s", "-")}
+    for s in series:
+        colour = colours.setdefault(s.arm, f"C{len(colours)}")
+        marker, line = styles.get(s.parametrization, ("^", ":"))
+        rows = [r for r in s.rungs if r.lr is not None and r.n]
+        if not rows:
+            continue
+        ax.plot([r.n for r in rows], [r.lr for r in rows], line, color=colour, alpha=0.6)
+        for r in rows:
+            face = "none" if r.at_edge else colour
+            ax.plot(r.n, r.lr, marker, color=colour, markerfacecolor=face, markersize=8)
+        ax.plot(
+            [],
+            [],
+            line + marker,
+            color=colour,
+            label=f"{s.arm}, {s.parametrization}: {s.verdict.split(' (')[0]}",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("N (non-embedding parameters)")
+    ax.set_ylabel("best LR (the configured LR; μP: embeddings', hidden × 1/m)")
+    ax.set_title("best LR against N (hollow: the rung's grid edge)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -160,7 +160,10 @@ class GPTConfig:
                 "model.mup_base_head_dim, the base model's head width)"
             )
         if head is not None and (
-            isinstance(head, bool) or not isinstance(head, int) or head <= 0 or base % head != 0
+            isinstance(head, bool)
+            or not isinstance(head, int)
+            or head <= 0
+            or base % head != 0
             or (base == self.n_embd and head != self.head_dim)
         ):
             raise ValueError(
