@@ -168,3 +168,39 @@ def test_a_different_shipped_tokenizer_is_warned_about(tmp_path: Path, caplog) -
     with caplog.at_level(logging.WARNING, logger="gptlab"):
         model_config(cfg, 256, ByteTokenizer())
     assert [r for r in caplog.records if "differs from the data's tokenizer" in r.getMessage()]
+
+
+def test_a_mup_model_at_its_base_width_starts_from_the_checkpoint_as_transformers_runs_it(
+    tmp_path: Path,
+) -> None:
+    """μP at its base width is SP, so init_from is defined there: the started model's logits are the
+    checkpoint's as transformers computes them (the oracle), and μP is kept for training."""
+    from transformers import AutoModelForCausalLM
+
+    from gptlab.export.init_from import init_from_hf
+
+    hf = write_hf(tmp_path, {})
+    cfg = TrainConfig(
+        model=GPTConfig(init_from=str(hf), parametrization="mup", mup_base_width=TINY["n_embd"])
+    )
+    got = model_config(cfg, 256, ByteTokenizer())
+    assert (got.parametrization, got.mup_base_width) == ("mup", TINY["n_embd"])
+    model = GPT(got)
+    init_from_hf(model, hf)
+    idx = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = AutoModelForCausalLM.from_pretrained(hf).eval()(idx).logits
+        torch.testing.assert_close(model.eval()(idx), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_mup_model_off_the_checkpoints_width_is_refused_naming_it(tmp_path: Path) -> None:
+    """The preset's n_embd (128 here) is replaced by the checkpoint's (64): the check is against it."""
+    hf = write_hf(tmp_path, {})
+    cfg = TrainConfig(model=GPTConfig(init_from=str(hf), parametrization="mup", mup_base_width=32))
+    with pytest.raises(ValueError) as err:
+        model_config(cfg, 256, ByteTokenizer())
+    assert " ".join(str(err.value).split()) == (
+        f"model.init_from='{hf}' holds a model of n_embd=64 (head width 16), which is μP's function only at "
+        "its base width; got model.mup_base_width=32, mup_base_head_dim=None; accepted: mup_base_width=64 "
+        "(mup_base_head_dim null), or parametrization=sp"
+    )

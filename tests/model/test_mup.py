@@ -216,7 +216,6 @@ def test_mup_init_follows_the_papers_variance_rule() -> None:
             ["model/placement=deepnorm", "model.depth_scaled_init=none", "model.mup_base_width=16"],
             "model.parametrization=mup cannot be combined with model.norm_placement=deepnorm",
         ),
-        (["model.mup_base_width=16", "model.init_from=/nonexistent"], "model.init_from cannot start a μP"),
         (["model.mup_base_width=16", "model.ffn_hidden=96"], "model.ffn_hidden=96 cannot be combined with"),
         (["model.mup_base_width=16", "model.mup_base_head_dim=3"], "model.mup_base_head_dim=3 is not"),
         (["model.mup_base_width=32", "model.mup_base_head_dim=8"], "model.mup_base_head_dim=8 is not"),

@@ -52,6 +52,15 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
             f"model.block_size={base.block_size} exceeds the {hf_cfg.block_size} learned "
             f"positions of model.init_from={str(path)!r}; accepted: 1..{hf_cfg.block_size}"
         )
+    if base.parametrization == "mup" and (
+        base.mup_base_width != hf_cfg.n_embd or base.mup_base_head_dim not in (None, hf_cfg.head_dim)
+    ):
+        raise ValueError(
+            f"model.init_from={str(path)!r} holds a model of n_embd={hf_cfg.n_embd} (head width "
+            f"{hf_cfg.head_dim}), which is μP's function only at its base width; got "
+            f"model.mup_base_width={base.mup_base_width}, mup_base_head_dim={base.mup_base_head_dim}; "
+            f"accepted: mup_base_width={hf_cfg.n_embd} (mup_base_head_dim null), or parametrization=sp"
+        )
     return replace(
         hf_cfg,
         block_size=base.block_size,
@@ -59,7 +68,7 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
         init_from=str(path),
         activation_checkpointing=base.activation_checkpointing,
         activation_checkpointing_every=base.activation_checkpointing_every,
-        # μP is kept, and refused by GPTConfig unless its base is the checkpoint's width (where it is SP)
+        # μP is kept, at the checkpoint's width as its base (checked above; μP is SP there)
         parametrization=base.parametrization,
         mup_base_width=base.mup_base_width,
         mup_base_head_dim=base.mup_base_head_dim,

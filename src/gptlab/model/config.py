@@ -138,9 +138,12 @@ class GPTConfig:
 
     def _check_mup(self) -> None:
         """μP's base width must give whole multipliers and whole base heads; DeepNorm has its own
-        depth-and-width init that μP's would silently override, and an SP checkpoint is μP's function
-        only at the base width."""
+        depth-and-width init that μP's would silently override. With init_from, n_embd is the
+        checkpoint's: export.init_from checks μP there (an SP checkpoint is μP's function only at
+        the base width)."""
         base = self.mup_base_width
+        if self.init_from is not None:  # n_embd is the checkpoint's, known in export.init_from, which checks
+            return
         if isinstance(base, bool) or not isinstance(base, int) or base <= 0:
             raise ValueError(
                 f"model.mup_base_width={base!r} is not accepted with model.parametrization=mup; give a "
@@ -182,12 +185,6 @@ class GPTConfig:
                 f"model.ffn_hidden={self.ffn_hidden} cannot be combined with model.parametrization=mup: a "
                 "fixed FFN width does not grow with n_embd, so up and down would be output and input "
                 "weights of μP, for which no rule is given here; accepted: ffn_hidden=null"
-            )
-        if self.init_from is not None and base != self.n_embd:
-            raise ValueError(
-                f"model.init_from cannot start a μP model of model.n_embd={self.n_embd} != "
-                f"model.mup_base_width={base}: the checkpoint's function is SP's; accepted: "
-                "parametrization=sp, or mup_base_width=n_embd"
             )
 
     def checkpoints(self, i: int) -> bool:
