@@ -250,7 +250,7 @@ MUTANTS: list[Mutant] = [
     Mutant("ac_rng_not_replayed", "model/gpt.py", "checkpoint(block, x, rope, use_reentrant=False)",
            "checkpoint(block, x, rope, use_reentrant=False, preserve_rng_state=False)",
            "recomputation draws new dropout masks: backward differentiates another network"),
-    Mutant("bf16_cpu_runs_fp32", "training/app.py", "        return cfg.trainer.precision\n",
+    Mutant("bf16_cpu_runs_fp32", "training/trainer.py", "        return cfg.trainer.precision\n",
            '        return cfg.trainer.precision if accelerator == "gpu" else "32-true"\n',
            "trainer.precision=bf16-mixed on CPU silently trains in fp32 (autocast skipped)"),
     Mutant("fsdp_bf16_policy_gpu_only", "training/strategies.py",
