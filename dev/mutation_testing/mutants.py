@@ -22,7 +22,7 @@ MUTANTS: list[Mutant] = [
            "clip_grads_with_norm_([p.grad for p in params],", "the original bug: nothing is clipped"),
     Mutant("clip_coef_unclamped", "training/module.py", "(total.detach() + 1e-6), max=1.0)",
            "(total.detach() + 1e-6), min=0.0)", "reports a factor > 1 when nothing was clipped"),
-    Mutant("telemetry_clip_coef_fake", "training/callbacks/telemetry.py",
+    Mutant("telemetry_clip_coef_fake", "training/callbacks/telemetry_metrics.py",
            "coef.detach().reshape(1).to(packed)", "torch.ones(1).to(packed)",
            "grad_norm/clip_coef no longer the applied factor"),
     # --- norm placement formulas (model/block.py) ---
@@ -65,10 +65,10 @@ MUTANTS: list[Mutant] = [
            "mult[n] == 1.0], \"weight_decay\": weight_decay}",
            "mult[n] == 1.0], \"weight_decay\": 0.0}", "no weight decay at all (on SP's matrices)"),
     # --- distributed reductions: telemetry, train/loss, validation ---
-    Mutant("telemetry_ddp_replicas_summed", "training/callbacks/telemetry.py",
-           "replicated = 1.0 if self.sharded else 1.0 / world", "replicated = 1.0",
+    Mutant("telemetry_ddp_replicas_summed", "training/callbacks/telemetry_metrics.py",
+           "replicated = 1.0 if index.sharded else 1.0 / world", "replicated = 1.0",
            "DDP grad norms counted once per replica (×sqrt(W))"),
-    Mutant("telemetry_act_not_averaged", "training/callbacks/telemetry.py",
+    Mutant("telemetry_act_not_averaged", "training/callbacks/telemetry_metrics.py",
            "for a in acts if a is not None]) / world)", "for a in acts if a is not None]))",
            "act_rms summed over ranks"),
     Mutant("train_loss_last_microbatch", "training/module.py", "self._step_loss_sum / accumulate, None",
@@ -125,8 +125,9 @@ MUTANTS: list[Mutant] = [
     Mutant("stream_rank_offset", "data/samplers.py", "range(first + self.rank, first + self.global_batch",
            "range(first, first + self.global_batch", "every rank reads rank 0's batches"),
     # --- issue 14: attention telemetry, z-loss, qk-norm, spike forensics ---
-    Mutant("attn_logit_unscaled", "training/callbacks/telemetry.py", "(q[b : b + step].float() * scale)",
-           "(q[b : b + step].float())", "attention logits logged without the 1/sqrt(d_head)"),
+    Mutant("attn_logit_unscaled", "training/callbacks/attention_stats.py",
+           "(q[b : b + step].float() * scale)", "(q[b : b + step].float())",
+           "attention logits logged without the 1/sqrt(d_head)"),
     Mutant("z_loss_dropped", "training/module.py", "return ce + coef * z", "return ce",
            "optim.z_loss logged but never trained on"),
     Mutant("qk_norm_not_applied", "model/attention.py", "q, k = self.q_norm(q), self.k_norm(k)",
@@ -306,7 +307,7 @@ MUTANTS: list[Mutant] = [
            'self.metrics = [r for r in self.earlier if int(float(r["step"])) < first] + self.metrics',
            "self.metrics = self.metrics", "metrics.csv after a resume holds only the steps after it"),
     # --- issue 31: the sweep's wandb view names only keys the runs log; its ETA ---
-    Mutant("view_key_renamed_update_rms", "training/callbacks/telemetry.py",
+    Mutant("view_key_renamed_update_rms", "training/callbacks/telemetry_metrics.py",
            'metrics[f"update_rms/{block}"]', 'metrics[f"update_rms_/{block}"]',
            "telemetry renames a key: the view's panel names a key no run logs"),
     Mutant("eta_divides_by_slots", "launcher/progress.py",
