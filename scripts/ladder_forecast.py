@@ -18,6 +18,7 @@ def main(argv: list[str]) -> int:
     from gptlab.analysis import ladder
     from gptlab.analysis.arms import arrange
     from gptlab.analysis.jobs import read_sweep
+    from gptlab.analysis.ladder_held_out import forecast_at
     from gptlab.analysis.ladder_report import fmt_estimate
 
     if argv[:1] in (["-h"], ["--help"]):
@@ -40,7 +41,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     print(f"forecast at N={n:,.0f} from rungs {', '.join(res.used)} of {root}")
-    for f in ladder.forecast_at(res, n):
+    for f in forecast_at(res, n):
         print(f"{f.what:<20} {fmt_estimate(f.forecast):<40} {f.kind}")
     return 0
 

@@ -16,7 +16,7 @@ import yaml
 
 from gptlab.ablation.grid import Ladder, build_grid, lr_values, seed_values
 from gptlab.ablation.sweep_dir import write_record
-from gptlab.analysis.ladder import LadderError
+from gptlab.analysis.ladder_types import LadderError
 from gptlab.analysis.report import parse_table, write_report
 from tests.conftest import run_script
 

@@ -19,10 +19,11 @@ from torch.overrides import TorchFunctionMode
 
 from gptlab.bench.options import compose
 from gptlab.data.datamodule import TokenDataModule
-from gptlab.training.app import build_callbacks, build_trainer, model_config
+from gptlab.training.app import model_config
 from gptlab.training.callbacks.summary import RunSummary
 from gptlab.training.loggers import build_loggers
 from gptlab.training.module import GPTLightningModule
+from gptlab.training.trainer import build_callbacks, build_trainer
 
 HOST_READS = {"item", "tolist", "__float__", "__int__", "__bool__", "__index__", "numpy", "cpu"}
 # Host reads of tensors that live on the CPU whatever the accelerator, or that only run on a CPU:

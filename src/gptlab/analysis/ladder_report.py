@@ -1,5 +1,5 @@
 """The ladder part of report.md: per-rung table, the fitted curves, the extrapolated gap and its
-verdict, and the log-log figure (definitions in gptlab.analysis.ladder)."""
+verdict, and the log-log figure (definitions in gptlab.analysis.ladder_fit)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from gptlab.analysis import powerlaw
-from gptlab.analysis.ladder import EXTRAPOLATE, HOLD_FRACTION, LadderResult
+from gptlab.analysis.ladder_fit import EXTRAPOLATE, HOLD_FRACTION
+from gptlab.analysis.ladder_types import LadderResult
 from gptlab.analysis.stats import mean_interval
 from gptlab.analysis.tables import EMPTY, fmt_interval, table
 

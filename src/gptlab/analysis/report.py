@@ -21,7 +21,7 @@ from gptlab.ablation.sweep_dir import read_record
 from gptlab.analysis import grad_profile, ladder, ladder_report, sweep_figures, tables
 from gptlab.analysis.arms import across_cells, arrange, check_sensitivity_mode, loss_at_init
 from gptlab.analysis.jobs import Job, read_sweep
-from gptlab.analysis.ladder import LadderError
+from gptlab.analysis.ladder_types import LadderError
 from gptlab.analysis.tables import parse_table  # noqa: F401 - re-exported: tests and tools read tables
 
 SENSITIVITY_NOTE = {

@@ -1,5 +1,6 @@
 """The path users run, timed: our LightningModule and TokenDataModule under the Trainer and default
-callbacks of `gptlab.training.app`, with layer telemetry off or logging every n steps."""
+callbacks of `gptlab.training.trainer` (what `gptlab.training.app` trains with), with layer telemetry
+off or logging every n steps."""
 
 from __future__ import annotations
 
@@ -54,11 +55,11 @@ def lightning_run(
 ) -> Timing:
     """Our LightningModule + TokenDataModule + app's Trainer and default callbacks, timed per step."""
     from gptlab.data.spec import tokenizer_spec
-    from gptlab.training.app import build_callbacks, build_trainer
     from gptlab.training.callbacks.summary import RunSummary
     from gptlab.training.callbacks.telemetry import LayerTelemetry
     from gptlab.training.loggers import build_loggers, finish_wandb
     from gptlab.training.module import GPTLightningModule
+    from gptlab.training.trainer import build_callbacks, build_trainer
 
     t = cfg.callbacks.telemetry
     telemetry = dataclasses.replace(

@@ -126,8 +126,9 @@ def _timed(
 
 
 def _run_bench(cfg: TrainConfig, opts: BenchOptions, workdir: Path | None) -> BenchResult:
-    from gptlab.training.app import model_config, resolve_devices, resolve_precision
+    from gptlab.training.app import model_config
     from gptlab.training.callbacks.throughput import peak_flops
+    from gptlab.training.trainer import resolve_devices, resolve_precision
 
     cfg = dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, devices=1))
     accelerator, _ = resolve_devices(cfg)

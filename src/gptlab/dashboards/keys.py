@@ -3,8 +3,8 @@
 The view names only these keys, so it shows no `attn_*` panel when attention telemetry is off and
 no `grad_norm/head` when the embeddings are tied. The telemetry groups come from the model itself:
 its parameters are built on the meta device (no memory, no init) and grouped by the telemetry's own
-`group_names`; the key formats below follow `LayerTelemetry._reduce` (docs/architecture.md, Metric
-names). A renamed key in telemetry therefore makes this module name a key no run has, which
+`group_names`; the key formats below follow `telemetry_metrics.reduce_metrics` (docs/architecture.md,
+Metric names). A renamed key in telemetry therefore makes this module name a key no run has, which
 tests/dashboards/test_view_keys.py catches against real runs' wandb files.
 The one key that depends on the machine rather than the config, `throughput/mfu` (a GPU whose peak
 is known), is taken when a job's own records show it (`logged_elsewhere`).

@@ -1,4 +1,8 @@
-"""The application: compose → validate → prepare data → (start ranks) → instantiate → fit → report."""
+"""The application: compose → validate → prepare data → (start ranks) → instantiate → fit → report.
+
+The Trainer and its callbacks are built in gptlab.training.trainer, the job's name, overrides and
+tags read from Hydra in gptlab.training.job_identity; this module runs the steps in order and
+records how the run ended (metrics.json, the exit code)."""
 
 from __future__ import annotations
 
@@ -6,7 +10,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,6 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from lightning.fabric.utilities.rank_zero import rank_zero_only
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
@@ -24,19 +26,14 @@ from gptlab.data.datamodule import TokenDataModule
 from gptlab.data.spec import tokenizer_spec
 from gptlab.errors import USER_ERRORS, exit_with, one_line
 from gptlab.model import GPTConfig
-from gptlab.training.callbacks.final_validation import FinalValidation
-from gptlab.training.callbacks.log_step import LogStepIsOptimizerStep
-from gptlab.training.callbacks.nonfinite import EXIT_NONFINITE, NonFiniteError, NonFiniteMonitor
-from gptlab.training.callbacks.preemption import EXIT_PREEMPTED, PreemptionCheckpoint
-from gptlab.training.callbacks.progress import LossProgressBar
-from gptlab.training.callbacks.rng import RNGStateCheckpoint
+from gptlab.training.callbacks.nonfinite import EXIT_NONFINITE, NonFiniteError
+from gptlab.training.callbacks.preemption import EXIT_PREEMPTED
 from gptlab.training.callbacks.summary import RunSummary, write_json_atomic
-from gptlab.training.callbacks.throughput import LogStepThroughput
-from gptlab.training.checkpoint_io import AtomicCheckpointIO
+from gptlab.training.job_identity import job_overrides, job_tags, run_name, sweep_arm_key
 from gptlab.training.launch import LocalWorkers, externally_launched
 from gptlab.training.loggers import ablation_fields, build_loggers, finish_wandb
 from gptlab.training.module import GPTLightningModule
-from gptlab.training.strategies import build_strategy
+from gptlab.training.trainer import build_callbacks, build_trainer, resolve_devices
 
 log = logging.getLogger("gptlab")
 
@@ -44,45 +41,6 @@ log = logging.getLogger("gptlab")
 def validate(cfg: DictConfig) -> TrainConfig:
     """Turn the composed DictConfig into typed dataclasses; GPTConfig validates itself."""
     return OmegaConf.to_object(cfg)  # type: ignore[return-value]
-
-
-def resolve_devices(cfg: TrainConfig) -> tuple[str, int]:
-    """The accelerator and the number of local devices, with one clear error for impossible asks."""
-    t = cfg.trainer
-    has_gpu = torch.cuda.is_available()
-    accelerator = t.accelerator if t.accelerator != "auto" else ("gpu" if has_gpu else "cpu")
-    if accelerator not in ("cpu", "gpu", "cuda"):
-        raise ValueError(f"trainer.accelerator={t.accelerator!r} is not accepted; choose auto, cpu or gpu")
-    if accelerator in ("gpu", "cuda") and not has_gpu:
-        raise ValueError("trainer.accelerator=gpu but this machine has no GPU; use trainer.accelerator=cpu")
-    available = torch.cuda.device_count() if accelerator != "cpu" else (os.cpu_count() or 1)
-    if t.devices == "auto" or t.devices == -1:
-        devices = available if accelerator != "cpu" else 1
-    elif isinstance(t.devices, int) and not isinstance(t.devices, bool) and t.devices > 0:
-        devices = t.devices
-    else:
-        raise ValueError(f"trainer.devices={t.devices!r} is not accepted; give a positive integer or auto")
-    if devices > available:
-        what = "GPUs" if accelerator != "cpu" else "CPU cores"
-        hint = "" if accelerator != "cpu" or t.accelerator != "auto" else " (no GPU found)"
-        raise ValueError(
-            f"trainer.devices={devices} but this machine has {available} {what}{hint}; "
-            f"accepted: 1..{available}"
-        )
-    if t.accelerator == "auto" and not has_gpu and devices > 1:
-        raise ValueError(
-            f"trainer.devices={devices} asks for several devices but no GPU was found; to run "
-            f"{devices} CPU processes say so: trainer.accelerator=cpu trainer.devices={devices}"
-        )
-    return ("cpu" if accelerator == "cpu" else "gpu"), devices
-
-
-def resolve_precision(cfg: TrainConfig, accelerator: str) -> str:
-    if cfg.trainer.precision != "auto":
-        return cfg.trainer.precision
-    if accelerator == "gpu" and torch.cuda.is_bf16_supported():
-        return "bf16-mixed"
-    return "32-true"
 
 
 def model_config(cfg: TrainConfig, vocab_size: int, tokenizer: Any = None) -> GPTConfig:
@@ -115,159 +73,6 @@ def model_config(cfg: TrainConfig, vocab_size: int, tokenizer: Any = None) -> GP
         log.info("model.vocab_size %d → %d to fit the tokenizer", model.vocab_size, vocab_size)
         model = dataclasses.replace(model, vocab_size=vocab_size)
     return model
-
-
-def run_name(cfg: TrainConfig) -> str:
-    if cfg.logger.name:
-        return cfg.logger.name
-    try:
-        return HydraConfig.get().job.override_dirname or "default"
-    except ValueError:
-        return "default"
-
-
-def job_overrides() -> list[str]:
-    """This job's command-line and sweep overrides, as Hydra recorded them (empty outside Hydra)."""
-    try:
-        return [str(o) for o in HydraConfig.get().overrides.task]
-    except ValueError:
-        return []
-
-
-def swept_keys() -> list[str]:
-    """The fields a multirun varies: the sweeper's params (an experiment's grid) plus the sweep
-    overrides of its command line (kept in multirun.yaml); the job's override keys when neither
-    is known (a sweeper that writes no multirun.yaml, e.g. optuna with only command-line params)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    hydra_cfg = HydraConfig.get()
-    keys = [str(k) for k in (hydra_cfg.sweeper.get("params") or {})]
-    if hydra_cfg.sweeper.get("arm"):  # the ablation sweeper: its grid is arm × LR × seed
-        keys = [str(hydra_cfg.sweeper.arm), "optim.lr", "seed", *keys]
-    master = Path(hydra_cfg.sweep.dir) / "multirun.yaml"
-    if master.is_file():
-        task = OmegaConf.load(master).hydra.overrides.task
-        parsed = OverridesParser.create().parse_overrides([str(o) for o in task])
-        keys += [o.key_or_group for o in parsed if o.is_sweep_override()]
-    if not keys:
-        excluded = set(hydra_cfg.job.config.override_dirname.exclude_keys) | {"experiment"}
-        keys = [o.split("=", 1)[0].lstrip("+~") for o in job_overrides()]
-        keys = [k for k in keys if k not in excluded]
-    return list(dict.fromkeys(keys))
-
-
-def sweep_arm_key() -> str | None:
-    """The ablation sweeper's arm key (e.g. model/ffn) in a multirun of one, else None."""
-    try:
-        arm = HydraConfig.get().sweeper.get("arm")
-    except ValueError:
-        return None
-    return str(arm) if arm else None
-
-
-def job_tags(cfg: TrainConfig) -> list[str]:
-    """logger.tags plus, in a multirun, the experiment's name and the ablated fields, so a
-    sweep's runs can be filtered by what they vary."""
-    tags = list(cfg.logger.tags)
-    try:
-        multirun = HydraConfig.get().mode == RunMode.MULTIRUN
-    except ValueError:
-        return tags
-    if not multirun:
-        return tags
-    if cfg.experiment:
-        tags.append(str(cfg.experiment))
-    tags += swept_keys()
-    return list(dict.fromkeys(tags))  # unique, in order
-
-
-def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> list[L.Callback]:
-    every = cfg.callbacks.telemetry.every_n_steps or cfg.trainer.log_every_n_steps
-    callbacks: list[L.Callback] = [
-        LogStepIsOptimizerStep(),  # first: a resumed run logs each step at its own index
-        summary,
-        # before ModelCheckpoint: a bad step stops the run before a checkpoint is written after it
-        NonFiniteMonitor(cfg.callbacks.on_nonfinite, every=cfg.trainer.log_every_n_steps),
-        LogStepThroughput(every=cfg.trainer.log_every_n_steps),
-        FinalValidation(),  # before ModelCheckpoint's own hooks run on that validation
-        ModelCheckpoint(
-            dirpath=run_dir / "checkpoints",
-            filename="best",
-            monitor="val/loss",
-            mode="min",
-            save_top_k=1,
-            save_last=True,
-            every_n_train_steps=cfg.callbacks.checkpoint_every_n_steps,
-            enable_version_counter=False,
-        ),
-        RNGStateCheckpoint(),  # exact resume: dropout draws continue where the checkpoint was
-        PreemptionCheckpoint(run_dir / "checkpoints"),  # SIGTERM: save last.ckpt, then exit
-    ]
-    if cfg.trainer.enable_progress_bar:
-        callbacks.append(LossProgressBar(refresh_rate=cfg.callbacks.progress_refresh_rate))
-    if cfg.callbacks.telemetry.enabled:
-        from gptlab.training.callbacks.telemetry import LayerTelemetry
-
-        t = cfg.callbacks.telemetry
-        callbacks.append(
-            LayerTelemetry(
-                every=every,
-                act_rms=t.act_rms,
-                attention=t.attention,
-                attention_every=t.attention_every,
-                figures=t.figures,
-                figures_every=t.figures_every,
-                run_dir=run_dir,
-            )
-        )
-    if cfg.callbacks.spikes.enabled:  # after telemetry: a spike record reads what it logged
-        from gptlab.training.callbacks.spikes import SpikeWatch
-
-        s = cfg.callbacks.spikes
-        callbacks.append(
-            SpikeWatch(
-                run_dir,
-                s.threshold,
-                s.ema_decay,
-                s.warmup_steps,
-                s.on_spike,
-                s.max_records,
-                s.max_consecutive,
-            )
-        )
-    return callbacks
-
-
-def build_trainer(
-    cfg: TrainConfig,
-    accelerator: str,
-    devices: int,
-    run_dir: Path,
-    loggers: list[Any],
-    callbacks: list[L.Callback],
-) -> L.Trainer:
-    """The Trainer as `train` runs it (also used by gptlab.bench, so both time the same)."""
-    return L.Trainer(
-        accelerator=accelerator,
-        devices=devices,
-        num_nodes=cfg.trainer.num_nodes,
-        strategy=build_strategy(cfg.trainer, devices),
-        precision=resolve_precision(cfg, accelerator),
-        max_steps=cfg.trainer.max_steps,
-        val_check_interval=cfg.trainer.val_check_interval,
-        check_val_every_n_epoch=None,
-        limit_val_batches=1.0,  # every batch of the val loader: data.val_windows sizes validation
-        log_every_n_steps=cfg.trainer.log_every_n_steps,
-        accumulate_grad_batches=cfg.trainer.accumulate_grad_batches,
-        deterministic=cfg.trainer.deterministic,
-        use_distributed_sampler=False,  # the DataModule shards the stream itself
-        enable_progress_bar=cfg.trainer.enable_progress_bar,
-        enable_model_summary=False,
-        logger=loggers or False,
-        callbacks=callbacks,
-        plugins=[AtomicCheckpointIO()],
-        default_root_dir=str(run_dir),
-    )
 
 
 def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:

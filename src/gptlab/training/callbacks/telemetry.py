@@ -16,26 +16,24 @@ log step): from them the pre-softmax logits q·k/√d_h, their max over every ca
 entropy of each query's attention distribution. SDPA's kernel is the same on every step. The module
 leaves the output logits' moments (`logits/*`) for the same micro-batch.
 
-Reductions (one SUM and one MAX all-reduce, one host read): under FSDP2 the local gradients and
-weights are shards (sum their squares); under DDP replicas (count once). act_rms is the mean over
-ranks of each rank's mean square; entropy and logit means are token-weighted (Σ over ranks / Σ
-counts); attention and logit maxima are MAX-reduced.
+Reductions (one SUM and one MAX all-reduce, one host read) and the keys' names are
+telemetry_metrics.py's, the attention statistics attention_stats.py's; this module holds the hooks:
+when each side runs, and what it hands over.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
-import torch.distributed as dist
-from torch import nn
 
-from gptlab.training.callbacks.groups import group_names, local
+from gptlab.training.callbacks.attention_stats import attention_stats
+from gptlab.training.callbacks.groups import local
+from gptlab.training.callbacks.telemetry_metrics import GroupIndex, reduce_metrics
 
 log = logging.getLogger(__name__)
 # the logged key families: one wandb section each, every one plotted against the optimizer step
@@ -50,30 +48,6 @@ PREFIXES = (
     "logits",
     "telemetry",
 )
-SCORES_PER_CHUNK = 1 << 24  # attention scores materialised at once (64 MiB of float32)
-
-__all__ = ["LayerTelemetry", "attention_stats", "group_names"]
-
-
-def attention_stats(
-    q: torch.Tensor, k: torch.Tensor, scale: float | None = None
-) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(max logit, Σ entropy over query rows, number of rows) of causal attention with (B, H, T, Dh)
-    queries and keys: logits q·k·scale (None: 1/√Dh, SDPA's; μP's model passes its own) over the
-    pairs key ≤ query, entropy -Σ p log p of each row's softmax (hidden pairs have p = 0, and
-    entr(0) = 0). One score tensor per chunk of sequences."""
-    B, H, T, D = q.shape
-    scale = D**-0.5 if scale is None else scale
-    hidden = ~torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-    top = torch.full((), -math.inf, device=q.device)
-    ent = torch.zeros((), dtype=torch.float64, device=q.device)
-    step = max(1, SCORES_PER_CHUNK // (H * T * T))
-    for b in range(0, B, step):
-        s = (q[b : b + step].float() * scale) @ k[b : b + step].float().transpose(-1, -2)
-        s.masked_fill_(hidden, -math.inf)
-        top = torch.maximum(top, s.amax())
-        ent += torch.special.entr(torch.softmax(s, dim=-1)).sum(dtype=torch.float64)
-    return top, ent, B * H * T
 
 
 class LayerTelemetry(L.Callback):
@@ -130,31 +104,14 @@ class LayerTelemetry(L.Callback):
                 define(f"{prefix}/*", step_metric="trainer/global_step")
 
     def _build_index(self, pl_module: L.LightningModule) -> None:
-        model = pl_module.model
-        self.params: list[nn.Parameter] = []
-        self.names: list[str] = []
-        for name, p in model.named_parameters():  # a tied matrix appears once, as tok_emb
-            self.params.append(p)
-            self.names.append(name)
-        groups = ["total", "embed"]
-        groups += [f"block_{i:02d}{s}" for i in range(len(model.blocks)) for s in ("", "/attn", "/ffn")]
-        groups += ["final_norm"] if model.final_norm is not None else []
-        groups += ["head"] if not model.cfg.tie_embeddings else []
-        self.groups = groups
-        index = {g: k for k, g in enumerate(groups)}
-        member = torch.zeros(len(groups), len(self.names))
-        for j, name in enumerate(self.names):
-            member[index["total"], j] = 1.0
-            for g in group_names(name):
-                member[index[g], j] = 1.0
-        self.blocks = [g for g in groups if re.fullmatch(r"block_\d+", g)]
-        self.block_rows = [index[b] for b in self.blocks]
-        self.sharded = any(hasattr(p, "to_local") for p in self.params)
-        self.member = member.to(pl_module.device)
-        numel = torch.tensor([float(local(p).numel()) for p in self.params], dtype=torch.float64)
-        self.numel = (member.double() @ numel).to(pl_module.device)  # local elements per group
+        self.index = GroupIndex.of(pl_module.model, pl_module.device)
         self._guard_cols: tuple[list[str], torch.Tensor] | None = None
         self._ready = True
+
+    @property
+    def blocks(self) -> list[str]:
+        """The block_XX groups in depth order (the figures and the spike records read them)."""
+        return self.index.blocks
 
     def force(self, step: int) -> None:
         """Log optimizer step `step` (0-based, as logged) whatever the cadence: the spike callback."""
@@ -164,11 +121,6 @@ class LayerTelemetry(L.Callback):
         # global_step counts finished optimizer steps; this matches Lightning's own log cadence
         step = trainer.global_step
         return (step + 1) % self.every == 0 or step in self.forced
-
-    def _group_sq(self, tensors: list[torch.Tensor]) -> torch.Tensor:
-        norms = torch._foreach_norm([local(t).detach() for t in tensors], 2)
-        sq = torch.stack([n.float() for n in norms]).pow(2).to(self.member.device)
-        return self.member @ sq
 
     # ---- forward side: the tap lives only during the forward of a log step ---------------------
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
@@ -227,9 +179,9 @@ class LayerTelemetry(L.Callback):
         if not self._is_log_step(trainer):
             return
         if getattr(trainer.precision_plugin, "scaler", None) is not None:  # fp16: no guard runs
-            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-            self._grad_sq = self._group_sq(grads)
-        self._before = [local(p).detach().clone() for p in self.params]
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.index.params]
+            self._grad_sq = self.index.group_sq(grads)
+        self._before = [local(p).detach().clone() for p in self.index.params]
         self._pending = True
 
     def _guard_grad_sq(self, pl_module: Any, step: int) -> torch.Tensor | None:
@@ -239,11 +191,11 @@ class LayerTelemetry(L.Callback):
             return None
         if self._guard_cols is None or self._guard_cols[0] != guard.names:
             where = {n: j for j, n in enumerate(guard.names)}
-            cols = torch.tensor([where.get(n, -1) for n in self.names], device=guard.per_param.device)
+            cols = torch.tensor([where.get(n, -1) for n in self.index.names], device=guard.per_param.device)
             self._guard_cols = (list(guard.names), cols)
         cols = self._guard_cols[1]
         norms = torch.cat([guard.per_param, guard.per_param.new_zeros(1)])  # -1: no gradient, 0
-        return self.member @ norms[cols].pow(2).to(self.member.device)
+        return self.index.member @ norms[cols].pow(2).to(self.index.member.device)
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
@@ -253,15 +205,17 @@ class LayerTelemetry(L.Callback):
         step = trainer.global_step - 1  # the index of the step just taken, as Lightning logs it
         grad_sq = self._grad_sq if self._grad_sq is not None else self._guard_grad_sq(pl_module, step)
         if grad_sq is None:  # no guard norms (a custom module): norm the gradients here
-            grad_sq = self._group_sq(
-                [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+            grad_sq = self.index.group_sq(
+                [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.index.params]
             )
         with torch.no_grad():
-            now = [local(p).detach() for p in self.params]
-            param_sq = self._group_sq(now)
+            now = [local(p).detach() for p in self.index.params]
+            param_sq = self.index.group_sq(now)
             torch._foreach_sub_(self._before, now)  # in place: no second copy of the weights
-            delta_sq = self._group_sq(self._before)
-        metrics = self._reduce(trainer, pl_module, grad_sq, param_sq, delta_sq)
+            delta_sq = self.index.group_sq(self._before)
+        coef = getattr(pl_module, "clip_coef", None)  # the factor clipping applied (same on every rank)
+        metrics = reduce_metrics(self.index, self._fwd, grad_sq, param_sq, delta_sq, trainer.world_size, coef)
+        self._note_grad_norms(metrics)
         self._grad_sq, self._before, self._pending = None, None, False
         self._fwd = {}
         self.forced.discard(step)
@@ -272,100 +226,15 @@ class LayerTelemetry(L.Callback):
             if self.figures and self.run_dir and len(self.history) % self.figures_every == 0:
                 self.draw(trainer)
 
-    def _reduce(
-        self,
-        trainer: L.Trainer,
-        pl_module: Any,
-        grad_sq: torch.Tensor,
-        param_sq: torch.Tensor,
-        delta_sq: torch.Tensor,
-    ) -> dict[str, float]:
-        """Pack, all-reduce (one SUM, one MAX), read once, name."""
-        world = trainer.world_size
-        dev = grad_sq.device
-        replicated = 1.0 if self.sharded else 1.0 / world  # DDP replicas: count once in the SUM
-        n_points = len(self.blocks) + 1
-        acts = [self._fwd.get(f"act/{j}") for j in range(n_points)]
-        has_act = all(a is not None for a in acts)
-        attn = [self._fwd.get(f"attn/{j}") for j in range(len(self.blocks))]
-        has_attn = all(a is not None for a in attn)
-        logits = self._fwd.get("logits")
-        sums = [
-            grad_sq.double() * replicated,
-            param_sq.double() * replicated,
-            delta_sq.double() * replicated,
-            self.numel * replicated,
-        ]
-        maxes = []
-        if has_act:
-            sums.append(torch.stack([a.to(dev).double() for a in acts if a is not None]) / world)
-        if has_attn:
-            stacked = torch.stack([a.to(dev) for a in attn if a is not None])  # (L, [max, Σent, rows])
-            sums.append(stacked[:, 1:].reshape(-1))
-            maxes.append(stacked[:, 0])
-        if logits is not None:
-            logits = logits.to(dev)
-            sums.append(logits[[0, 1, 3, 4, 5]])
-            maxes.append(logits[2:3])
-        packed = torch.cat(sums)
-        top = torch.cat(maxes) if maxes else packed.new_zeros(0)
-        if world > 1 and dist.is_available() and dist.is_initialized():
-            dist.all_reduce(packed, op=dist.ReduceOp.SUM)
-            if top.numel():
-                dist.all_reduce(top, op=dist.ReduceOp.MAX)
-        tail = [top]
-        coef = getattr(pl_module, "clip_coef", None)  # the factor clipping applied (same on every rank)
-        if coef is not None:  # set by the module only when optim.grad_clip > 0
-            tail.append(coef.detach().reshape(1).to(packed))
-        values = torch.cat([packed, *tail]).tolist()  # the one host sync, on log steps only
-        n, nb = len(self.groups), len(self.blocks)
-        grad = [math.sqrt(v) for v in values[:n]]
-        param = [math.sqrt(v) for v in values[n : 2 * n]]
-        delta = [math.sqrt(v) for v in values[2 * n : 3 * n]]
-        numel = values[3 * n : 4 * n]
-        at = 4 * n
-        metrics: dict[str, float] = {f"grad_norm/{g}": v for g, v in zip(self.groups, grad, strict=True)}
-        for g, v in zip(self.groups, param, strict=True):
-            if g == "total" or "/" not in g:
-                metrics[f"param_norm/{g}"] = v
-        for row, block in zip(self.block_rows, self.blocks, strict=True):
-            metrics[f"update_ratio/{block}"] = delta[row] / max(param[row], 1e-12)
-            metrics[f"update_rms/{block}"] = delta[row] / math.sqrt(max(numel[row], 1.0))
-        if has_act:
-            names = ["embed", *self.blocks]
-            metrics.update(
-                {f"act_rms/{k}": math.sqrt(v) for k, v in zip(names, values[at : at + n_points], strict=True)}
-            )
-            at += n_points
-        if has_attn:
-            pairs = values[at : at + 2 * nb]
-            for j, block in enumerate(self.blocks):
-                metrics[f"attn_entropy/{block}"] = pairs[2 * j] / max(pairs[2 * j + 1], 1.0)
-            at += 2 * nb
-        if logits is not None:
-            s, s2, sz, count, positions = values[at : at + 5]
-            mean = s / count
-            metrics["logits/mean"] = mean
-            metrics["logits/std"] = math.sqrt(max(s2 / count - mean * mean, 0.0))
-            metrics["logits/log_z_mean"] = sz / positions
-            at += 5
-        at_max = len(packed)
-        if has_attn:
-            for j, block in enumerate(self.blocks):
-                metrics[f"attn_logit_max/{block}"] = values[at_max + j]
-            at_max += nb
-        if logits is not None:
-            metrics["logits/max"] = values[at_max]
-            at_max += 1
-        if coef is not None:  # the clipping factor the module applied, not recomputed here
-            metrics["grad_norm/clip_coef"] = values[at_max]
-        total = metrics["grad_norm/total"]
+    def _note_grad_norms(self, metrics: dict[str, float]) -> None:
+        """The groups whose gradient norm is not finite (the non-finite guard's report), and the
+        largest total norm so far (metrics.json's max_grad_norm)."""
         self.last_nonfinite_groups = [
-            g for g, v in zip(self.groups, grad, strict=True) if not math.isfinite(v)
+            g for g in self.index.groups if not math.isfinite(metrics[f"grad_norm/{g}"])
         ]
+        total = metrics["grad_norm/total"]
         if total == total:
             self.max_grad_norm = max(self.max_grad_norm or 0.0, total)
-        return metrics
 
     # ---- pictures: during the run (every `figures_every` log steps) and at the end ---------------
     def matrix(self, prefix: str) -> tuple[list[list[float]], list[int]]:

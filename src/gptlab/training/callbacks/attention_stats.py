@@ -1,0 +1,34 @@
+"""The attention family of layer telemetry from one attention's q and k: the largest pre-softmax logit
+and the summed entropy of the query rows' distributions. Plain tensor math, kept apart from the callback
+that decides when it runs (tests/training/callbacks/test_attention_oracle.py checks the logged values
+against attention recomputed in plain torch).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+SCORES_PER_CHUNK = 1 << 24  # attention scores materialised at once (64 MiB of float32)
+
+
+def attention_stats(
+    q: torch.Tensor, k: torch.Tensor, scale: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(max logit, Σ entropy over query rows, number of rows) of causal attention with (B, H, T, Dh)
+    queries and keys: logits q·k·scale (None: 1/√Dh, SDPA's; μP's model passes its own) over the
+    pairs key ≤ query, entropy -Σ p log p of each row's softmax (hidden pairs have p = 0, and
+    entr(0) = 0). One score tensor per chunk of sequences."""
+    B, H, T, D = q.shape
+    scale = D**-0.5 if scale is None else scale
+    hidden = ~torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    top = torch.full((), -math.inf, device=q.device)
+    ent = torch.zeros((), dtype=torch.float64, device=q.device)
+    step = max(1, SCORES_PER_CHUNK // (H * T * T))
+    for b in range(0, B, step):
+        s = (q[b : b + step].float() * scale) @ k[b : b + step].float().transpose(-1, -2)
+        s.masked_fill_(hidden, -math.inf)
+        top = torch.maximum(top, s.amax())
+        ent += torch.special.entr(torch.softmax(s, dim=-1)).sum(dtype=torch.float64)
+    return top, ent, B * H * T

@@ -1,0 +1,164 @@
+"""Layer telemetry's numbers, from tensors to the logged keys: which parameter is in which group (one
+0/1 matrix, so every per-group sum of squares is one small matrix product), and a log step's sums
+packed into one SUM and one MAX all-reduce, read to the host once and named (the key formats
+docs/architecture.md lists and gptlab.dashboards.keys follows). LayerTelemetry decides when.
+
+Under FSDP2 the local gradients and weights are shards (sum their squares over ranks); under DDP
+replicas (count once). act_rms is the mean over ranks of each rank's mean square; entropy and logit
+means are token-weighted (Σ over ranks / Σ counts); attention and logit maxima are MAX-reduced.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from gptlab.training.callbacks.groups import group_names, local
+
+
+@dataclass
+class GroupIndex:
+    """The telemetry groups of a model's parameters (a tied matrix once, as tok_emb): `member` (G, P)
+    is 1 where parameter p is in group g, `numel` (G,) the group's local element count."""
+
+    params: list[nn.Parameter]
+    names: list[str]
+    groups: list[str]  # total, embed, block_XX and its /attn, /ffn, final_norm, head
+    blocks: list[str]  # the block_XX groups
+    block_rows: list[int]  # their rows in `member`
+    sharded: bool  # FSDP2 DTensors: each rank holds a shard
+    member: torch.Tensor
+    numel: torch.Tensor
+
+    @classmethod
+    def of(cls, model: nn.Module, device: torch.device) -> GroupIndex:
+        """The index of `model` (a GPT), built at the first training batch, when its parameters are
+        on their device and, under FSDP2, sharded."""
+        params: list[nn.Parameter] = []
+        names: list[str] = []
+        for name, p in model.named_parameters():  # a tied matrix appears once, as tok_emb
+            params.append(p)
+            names.append(name)
+        groups = ["total", "embed"]
+        groups += [f"block_{i:02d}{s}" for i in range(len(model.blocks)) for s in ("", "/attn", "/ffn")]
+        groups += ["final_norm"] if model.final_norm is not None else []
+        groups += ["head"] if not model.cfg.tie_embeddings else []
+        index = {g: k for k, g in enumerate(groups)}
+        member = torch.zeros(len(groups), len(names))
+        for j, name in enumerate(names):
+            member[index["total"], j] = 1.0
+            for g in group_names(name):
+                member[index[g], j] = 1.0
+        blocks = [g for g in groups if re.fullmatch(r"block_\d+", g)]
+        numel = torch.tensor([float(local(p).numel()) for p in params], dtype=torch.float64)
+        return cls(
+            params=params,
+            names=names,
+            groups=groups,
+            blocks=blocks,
+            block_rows=[index[b] for b in blocks],
+            sharded=any(hasattr(p, "to_local") for p in params),
+            member=member.to(device),
+            numel=(member.double() @ numel).to(device),  # local elements per group
+        )
+
+    def group_sq(self, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """(G,) per-group sums of squares of one tensor per parameter (this rank's part of each)."""
+        norms = torch._foreach_norm([local(t).detach() for t in tensors], 2)
+        sq = torch.stack([n.float() for n in norms]).pow(2).to(self.member.device)
+        return self.member @ sq
+
+
+def reduce_metrics(
+    index: GroupIndex,
+    fwd: dict[str, torch.Tensor],
+    grad_sq: torch.Tensor,
+    param_sq: torch.Tensor,
+    delta_sq: torch.Tensor,
+    world: int,
+    coef: torch.Tensor | None,
+) -> dict[str, float]:
+    """Pack, all-reduce (one SUM, one MAX), read once, name. `fwd`: the forward side's sums of the
+    step (act/<i>, attn/<i>, logits); `coef`: the factor clipping applied, when it did."""
+    dev = grad_sq.device
+    replicated = 1.0 if index.sharded else 1.0 / world  # DDP replicas: count once in the SUM
+    n_points = len(index.blocks) + 1
+    acts = [fwd.get(f"act/{j}") for j in range(n_points)]
+    has_act = all(a is not None for a in acts)
+    attn = [fwd.get(f"attn/{j}") for j in range(len(index.blocks))]
+    has_attn = all(a is not None for a in attn)
+    logits = fwd.get("logits")
+    sums = [
+        grad_sq.double() * replicated,
+        param_sq.double() * replicated,
+        delta_sq.double() * replicated,
+        index.numel * replicated,
+    ]
+    maxes = []
+    if has_act:
+        sums.append(torch.stack([a.to(dev).double() for a in acts if a is not None]) / world)
+    if has_attn:
+        stacked = torch.stack([a.to(dev) for a in attn if a is not None])  # (L, [max, Σent, rows])
+        sums.append(stacked[:, 1:].reshape(-1))
+        maxes.append(stacked[:, 0])
+    if logits is not None:
+        logits = logits.to(dev)
+        sums.append(logits[[0, 1, 3, 4, 5]])
+        maxes.append(logits[2:3])
+    packed = torch.cat(sums)
+    top = torch.cat(maxes) if maxes else packed.new_zeros(0)
+    if world > 1 and dist.is_available() and dist.is_initialized():
+        dist.all_reduce(packed, op=dist.ReduceOp.SUM)
+        if top.numel():
+            dist.all_reduce(top, op=dist.ReduceOp.MAX)
+    tail = [top]
+    if coef is not None:  # set by the module only when optim.grad_clip > 0
+        tail.append(coef.detach().reshape(1).to(packed))
+    values = torch.cat([packed, *tail]).tolist()  # the one host sync, on log steps only
+    n, nb = len(index.groups), len(index.blocks)
+    grad = [math.sqrt(v) for v in values[:n]]
+    param = [math.sqrt(v) for v in values[n : 2 * n]]
+    delta = [math.sqrt(v) for v in values[2 * n : 3 * n]]
+    numel = values[3 * n : 4 * n]
+    at = 4 * n
+    metrics: dict[str, float] = {f"grad_norm/{g}": v for g, v in zip(index.groups, grad, strict=True)}
+    for g, v in zip(index.groups, param, strict=True):
+        if g == "total" or "/" not in g:
+            metrics[f"param_norm/{g}"] = v
+    for row, block in zip(index.block_rows, index.blocks, strict=True):
+        metrics[f"update_ratio/{block}"] = delta[row] / max(param[row], 1e-12)
+        metrics[f"update_rms/{block}"] = delta[row] / math.sqrt(max(numel[row], 1.0))
+    if has_act:
+        names = ["embed", *index.blocks]
+        metrics.update(
+            {f"act_rms/{k}": math.sqrt(v) for k, v in zip(names, values[at : at + n_points], strict=True)}
+        )
+        at += n_points
+    if has_attn:
+        pairs = values[at : at + 2 * nb]
+        for j, block in enumerate(index.blocks):
+            metrics[f"attn_entropy/{block}"] = pairs[2 * j] / max(pairs[2 * j + 1], 1.0)
+        at += 2 * nb
+    if logits is not None:
+        s, s2, sz, count, positions = values[at : at + 5]
+        mean = s / count
+        metrics["logits/mean"] = mean
+        metrics["logits/std"] = math.sqrt(max(s2 / count - mean * mean, 0.0))
+        metrics["logits/log_z_mean"] = sz / positions
+        at += 5
+    at_max = len(packed)
+    if has_attn:
+        for j, block in enumerate(index.blocks):
+            metrics[f"attn_logit_max/{block}"] = values[at_max + j]
+        at_max += nb
+    if logits is not None:
+        metrics["logits/max"] = values[at_max]
+        at_max += 1
+    if coef is not None:  # the clipping factor the module applied, not recomputed here
+        metrics["grad_norm/clip_coef"] = values[at_max]
+    return metrics
