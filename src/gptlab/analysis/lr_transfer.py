@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gptlab.analysis.ladder import LadderResult
+from gptlab.analysis.ladder_types import LadderResult
 
 
 @dataclass(frozen=True)
