@@ -113,3 +113,19 @@ def test_the_script_refuses_a_directory_without_a_ladder(tmp_path: Path) -> None
     proc = run_script("scripts/best_lr_vs_n.py", str(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: {tmp_path} holds no ladder sweep (no ablation.json with a ladder)"
+
+
+def test_a_rung_without_results_gets_no_verdict_not_a_number(tmp_path: Path) -> None:
+    """Every job of the top rung failed (killed): no best LR there, so no drift and no verdict."""
+    make_sweep(tmp_path, lambda d: 0.04)
+    for job in tmp_path.iterdir():
+        overrides = job / ".hydra" / "overrides.yaml"
+        if overrides.is_file() and "model.n_embd=96" in yaml.safe_load(overrides.read_text()):
+            (job / "metrics.json").write_text(json.dumps({"status": "failed"}))
+    for arm in analyse(tmp_path):
+        assert [r.lr is None for r in arm.rungs] == [False, False, True]
+        assert (arm.drift_steps, arm.slope) == (None, None)
+        assert arm.verdict == "no verdict: a rung has no best LR"
+    proc = run_script("scripts/best_lr_vs_n.py", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "no verdict: a rung has no best LR" in proc.stdout and "(no result)" in proc.stdout
