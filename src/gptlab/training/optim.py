@@ -36,8 +36,8 @@ def param_groups(model: nn.Module, weight_decay: float, lr: float) -> list[dict]
 
 
 def build_adamw(model: nn.Module, cfg: OptimConfig, device_type: str) -> torch.optim.AdamW:
-    """AdamW, fused on CUDA (one kernel for all parameters). Torch's AdamW decays by lr·wd, so a
-    μP group's decay shrinks with its LR (what microsoft's MuAdamW does by default)."""
+    """AdamW, fused on CUDA (one kernel for all parameters). Torch's AdamW decays by lr·wd per step;
+    param_groups keeps that product a μP hidden group's base value (as microsoft's MuAdamW does)."""
     return torch.optim.AdamW(
         param_groups(model, cfg.weight_decay, cfg.lr),
         lr=cfg.lr,
