@@ -72,8 +72,10 @@ def oracle_logits(
     tied: bool,
     idx,
     dh0: int | None = None,
+    branch: float = 1.0,
 ):
-    """Pre-RMSNorm GPT with learned positions and a GELU FFN, μP's two forward multipliers:
+    """Pre-RMSNorm GPT with learned positions and a GELU FFN, μP's two forward multipliers
+    (and CompleteP's branch multiplier 1/m_L on each block's two branches, 1 under μP):
     attention logits × sqrt(d_h0)/d_h (d_h0 = base/heads, or the base's head width when heads are added
     at a fixed width), output logits × base/d."""
     B, T = idx.shape
@@ -88,9 +90,9 @@ def oracle_logits(
         )
         att = (q @ k.transpose(-1, -2)) * (math.sqrt(dh0) / dh)
         att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-        x = x + (att @ v).transpose(1, 2).reshape(B, T, d) @ P[p + "attn.out_proj.weight"].T
+        x = x + branch * ((att @ v).transpose(1, 2).reshape(B, T, d) @ P[p + "attn.out_proj.weight"].T)
         h = _rms(x, P[p + "ffn_norm.weight"])
-        x = x + F.gelu(h @ P[p + "ffn.up_proj.weight"].T) @ P[p + "ffn.down_proj.weight"].T
+        x = x + branch * (F.gelu(h @ P[p + "ffn.up_proj.weight"].T) @ P[p + "ffn.down_proj.weight"].T)
     head = P["tok_emb.weight"] if tied else P["lm_head.weight"]
     return (_rms(x, P["final_norm.weight"]) @ head.T) * (base / d)
 

@@ -52,7 +52,7 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
             f"model.block_size={base.block_size} exceeds the {hf_cfg.block_size} learned "
             f"positions of model.init_from={str(path)!r}; accepted: 1..{hf_cfg.block_size}"
         )
-    if base.parametrization == "mup" and (
+    if base.uses_mup and (
         base.mup_base_width != hf_cfg.n_embd or base.mup_base_head_dim not in (None, hf_cfg.head_dim)
     ):
         raise ValueError(
@@ -60,6 +60,12 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
             f"{hf_cfg.head_dim}), which is μP's function only at its base width; got "
             f"model.mup_base_width={base.mup_base_width}, mup_base_head_dim={base.mup_base_head_dim}; "
             f"accepted: mup_base_width={hf_cfg.n_embd} (mup_base_head_dim null), or parametrization=sp"
+        )
+    if base.parametrization == "completep" and base.mup_base_depth != hf_cfg.n_layer:
+        raise ValueError(
+            f"model.init_from={str(path)!r} holds a model of n_layer={hf_cfg.n_layer}, which is "
+            f"CompleteP's function only at its base depth; got model.mup_base_depth={base.mup_base_depth}; "
+            f"accepted: mup_base_depth={hf_cfg.n_layer}, or parametrization=sp or mup"
         )
     return replace(
         hf_cfg,
@@ -72,6 +78,7 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
         parametrization=base.parametrization,
         mup_base_width=base.mup_base_width,
         mup_base_head_dim=base.mup_base_head_dim,
+        mup_base_depth=base.mup_base_depth,
     )
 
 

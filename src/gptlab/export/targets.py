@@ -18,12 +18,19 @@ ARCHITECTURES = {kind: arch.ARCHITECTURE for kind, arch in ARCHS.items()}
 
 def check_exportable(cfg: GPTConfig) -> str:
     """The HF architecture that reproduces `cfg` exactly ('llama' or 'gpt2'), else why none does."""
-    if cfg.parametrization == "mup" and cfg.mup_base_width != cfg.n_embd:
+    if cfg.parametrization == "completep" and cfg.mup_base_depth != cfg.n_layer:
         raise ValueError(
-            f"model.parametrization='mup' at model.n_embd={cfg.n_embd} != model.mup_base_width="
-            f"{cfg.mup_base_width} cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel (no "
-            "output multiplier or 1/d_head attention scale there); accepted: parametrization sp, or "
-            "mup at its base width (where it equals SP)"
+            f"model.parametrization='completep' at model.n_layer={cfg.n_layer} != model.mup_base_depth="
+            f"{cfg.mup_base_depth} cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel (no "
+            "residual-branch multiplier there); accepted: parametrization sp, or completep at its base "
+            "depth and width (where it equals SP)"
+        )
+    if cfg.uses_mup and cfg.mup_base_width != cfg.n_embd:
+        raise ValueError(
+            f"model.parametrization={cfg.parametrization!r} at model.n_embd={cfg.n_embd} != "
+            f"model.mup_base_width={cfg.mup_base_width} cannot be expressed by LlamaForCausalLM or "
+            "GPT2LMHeadModel (no output multiplier or 1/d_head attention scale there); accepted: "
+            "parametrization sp, or mup at its base width (where it equals SP)"
         )
     if cfg.qk_norm:
         raise ValueError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gptlab.model import mup
 from gptlab.model.attention import CausalSelfAttention
 from gptlab.model.config import GPTConfig
 from gptlab.model.ffn import FeedForward
@@ -23,6 +24,7 @@ class Block(nn.Module):
         super().__init__()
         self.placement = cfg.norm_placement
         self.alpha = deepnorm_alpha(cfg.n_layer) if self.placement == "deepnorm" else 1.0
+        self.branch = mup.branch_mult(cfg)  # CompleteP's 1/m_L (pre-norm only); 1 otherwise
         self.attn_norm = make_norm(cfg)
         self.attn = CausalSelfAttention(cfg)
         self.ffn_norm = make_norm(cfg)
@@ -33,8 +35,8 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         if self.placement == "pre":  # norm on the branch: the stream is a clean identity path
-            x = x + self.attn(self.attn_norm(x), rope)
-            x = x + self.ffn(self.ffn_norm(x))
+            x = x + self.scaled(self.attn(self.attn_norm(x), rope))
+            x = x + self.scaled(self.ffn(self.ffn_norm(x)))
         elif self.placement == "post":  # Vaswani et al. 2017: norm on the stream itself
             x = self.attn_norm(x + self.attn(x, rope))
             x = self.ffn_norm(x + self.ffn(x))
@@ -45,3 +47,7 @@ class Block(nn.Module):
             x = self.attn_norm(self.alpha * x + self.attn(x, rope))
             x = self.ffn_norm(self.alpha * x + self.ffn(x))
         return x
+
+    def scaled(self, branch_out: torch.Tensor) -> torch.Tensor:
+        """CompleteP's 1/m_L on a branch's output; no op at all where it is 1 (SP, μP)."""
+        return branch_out if self.branch == 1.0 else self.branch * branch_out

@@ -16,7 +16,7 @@ DEPTH_SCALES = ("none", "global", "per_layer")
 INIT_STD_RULE = "1/sqrt(d)"
 # which blocks recompute their activations in backward (GPT.checkpoints; docs/performance.md)
 ACTIVATION_CHECKPOINTING = ("none", "full", "selective")
-PARAMETRIZATIONS = ("sp", "mup")  # standard, or μP (Yang et al. 2022; gptlab.model.mup)
+PARAMETRIZATIONS = ("sp", "mup", "completep")  # standard, μP (Yang et al. 2022), μP + depth (Dey et al. 2025)
 
 
 def _choice(name: str, value: Any, accepted: tuple[str, ...]) -> None:
@@ -68,6 +68,7 @@ class GPTConfig:
     # μP: the base model's head width; None: mup_base_width / n_head (the base keeps the heads and
     # narrows them); a ladder that adds heads at a fixed head width gives that width
     mup_base_head_dim: int | None = None
+    mup_base_depth: int | None = None  # CompleteP: the depth whose μP model CompleteP equals
 
     def __post_init__(self) -> None:
         for name in (
@@ -133,8 +134,10 @@ class GPTConfig:
                 "norm_placement=deepnorm, whose own β scaling replaces it; set depth_scaled_init=none"
             )
 
-        if self.parametrization == "mup":
+        if self.uses_mup:
             self._check_mup()
+        if self.parametrization == "completep":
+            self._check_completep()
 
     def _check_mup(self) -> None:
         """μP's base width must give whole multipliers and whole base heads; DeepNorm has its own
@@ -187,6 +190,34 @@ class GPTConfig:
                 "weights of μP, for which no rule is given here; accepted: ffn_hidden=null"
             )
 
+    def _check_completep(self) -> None:
+        """CompleteP's depth rules are derived for pre-norm blocks (Dey et al. 2025); its base depth
+        must be a real model's, no deeper than this one."""
+        base = self.mup_base_depth
+        depth_known = self.init_from is None  # else n_layer is the checkpoint's: export.init_from checks
+        if (
+            isinstance(base, bool)
+            or not isinstance(base, int)
+            or base < 1
+            or (depth_known and base > self.n_layer)
+        ):
+            raise ValueError(
+                f"model.mup_base_depth={base!r} is not accepted with model.parametrization=completep "
+                f"and model.n_layer={self.n_layer}; give an integer from 1 to n_layer (the depth "
+                "CompleteP equals μP at)"
+            )
+        if self.norm_placement != "pre":
+            raise ValueError(
+                f"model.parametrization=completep cannot be combined with model.norm_placement="
+                f"{self.norm_placement!r}: its residual scaling is derived for pre-norm blocks; "
+                "accepted: placement pre"
+            )
+
+    @property
+    def uses_mup(self) -> bool:
+        """μP's width rules apply (mup, and completep, which is μP plus depth rules)."""
+        return self.parametrization in ("mup", "completep")
+
     def checkpoints(self, i: int) -> bool:
         """Whether block i recomputes its activations in backward instead of keeping them.
 
@@ -229,7 +260,7 @@ class GPTConfig:
         """The base init σ, resolving the '1/sqrt(d)' rule (under μP at the base width: μP keeps the
         base model's σ and scales only the hidden matrices')."""
         if self.init_std == INIT_STD_RULE:
-            width = self.mup_base_width if self.parametrization == "mup" else self.n_embd
+            width = self.mup_base_width if self.uses_mup else self.n_embd
             return 1.0 / math.sqrt(width or self.n_embd)
         return float(self.init_std)
 

@@ -43,7 +43,7 @@ def depth_scale(cfg: GPTConfig, layer: int) -> float:
     if cfg.norm_placement == "deepnorm":
         return deepnorm_beta(cfg.n_layer)
     if cfg.depth_scaled_init == "global":
-        return 1.0 / math.sqrt(2 * cfg.n_layer)  # v_2L = 1 + 2L·σ²/(2L): independent of L
+        return 1.0 / math.sqrt(2 * mup.init_depth(cfg))  # v_2L = 1 + 2L·σ²/(2L): independent of L
     if cfg.depth_scaled_init == "per_layer":
         return 1.0 / math.sqrt(2 * (layer + 1))
     return 1.0

@@ -12,6 +12,12 @@ With m = n_embd / mup_base_width, relative to the standard-parametrization (SP) 
     d_h0: mup_base_width / n_head when the base model has the same heads, or mup_base_head_dim when
     heads are added at a fixed width, where d_h = d_h0 and the scale stays SP's at every width).
 At m = 1 every factor is exactly 1 (or not applied), so μP is SP there bit for bit.
+
+CompleteP (Dey et al. 2025, α = 1; `parametrization=completep`) is μP plus depth rules, with
+m_L = n_layer / mup_base_depth: each block's branch output × 1/m_L before it joins the stream, the
+Adam ε of every parameter inside the blocks × 1/m_L, and depth_scaled_init's 1/sqrt(2L) taken at
+the base depth (the multiplier scales in depth instead). With α = 1 no learning rate depends on
+depth. At m_L = 1 it is μP bit for bit.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ HIDDEN = re.compile(r"blocks\.\d+\.(attn\.(q|k|v|out)_proj|ffn\.(gate|up|down)_p
 
 def width_mult(cfg: GPTConfig) -> float:
     """m = n_embd / mup_base_width under μP; 1 under SP."""
-    if cfg.parametrization != "mup" or cfg.mup_base_width is None:
+    if not cfg.uses_mup or cfg.mup_base_width is None:
         return 1.0
     return cfg.n_embd / cfg.mup_base_width
 
@@ -66,3 +72,30 @@ def attn_scale(cfg: GPTConfig) -> float | None:
     if width_mult(cfg) == 1.0 or cfg.head_dim == base_head_dim(cfg):
         return None
     return base_head_dim(cfg) ** 0.5 / cfg.head_dim
+
+
+def depth_mult(cfg: GPTConfig) -> float:
+    """m_L = n_layer / mup_base_depth under CompleteP; 1 otherwise."""
+    if cfg.parametrization != "completep" or cfg.mup_base_depth is None:
+        return 1.0
+    return cfg.n_layer / cfg.mup_base_depth
+
+
+def branch_mult(cfg: GPTConfig) -> float:
+    """CompleteP's residual-branch multiplier m_L^(-α), α = 1: each block adds F(x)/m_L to the stream."""
+    return 1.0 / depth_mult(cfg)
+
+
+def init_depth(cfg: GPTConfig) -> int:
+    """The L of depth_scaled_init's 1/sqrt(2L): the base depth under CompleteP (the branch multiplier
+    does the depth scaling there, the init stays the base model's), else n_layer."""
+    if cfg.parametrization == "completep" and cfg.mup_base_depth is not None:
+        return cfg.mup_base_depth
+    return cfg.n_layer
+
+
+def adam_eps_mult(cfg: GPTConfig, name: str) -> float:
+    """AdamW ε's factor: m_L^(-α) for every parameter inside the blocks under CompleteP (its Adam ε
+    rule in depth); 1 for the embeddings, the final norm and the head. The paper's width factor 1/m
+    on ε is not applied: μP here, like microsoft's MuAdamW, keeps ε."""
+    return 1.0 / depth_mult(cfg) if name.startswith("blocks.") else 1.0

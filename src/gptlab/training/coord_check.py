@@ -77,3 +77,43 @@ def slopes(sizes: dict[int, dict[str, float]]) -> dict[str, float]:
         for k in sizes[widths[0]]
         if all(math.isfinite(sizes[w][k]) and sizes[w][k] > 0 for w in widths)
     }
+
+
+def stream_sizes(cfg: GPTConfig, lr: float, steps: int, seed: int, batch: torch.Tensor) -> dict[str, float]:
+    """The residual stream after the last block (before the final norm): its RMS at init, the RMS of
+    its change after `steps` AdamW steps, and the logits' RMS then. Depth's coordinate check: under
+    CompleteP the change stays flat in depth; without a branch multiplier each block adds its own
+    update and the change grows with L (Dey et al. 2025, their depth coordinate check)."""
+    torch.manual_seed(seed)
+    model = GPT(cfg)
+    last = model.blocks[-1]
+    seen: dict[str, torch.Tensor] = {}
+    hook = last.register_forward_hook(lambda _m, _i, o: seen.__setitem__("h", o.detach().clone()))
+    x, y = batch[:, :-1], batch[:, 1:]
+    with torch.no_grad():
+        model(x)
+    h0 = seen["h"]
+    opt = build_adamw(model, OptimConfig(lr=lr, min_lr=0.0, weight_decay=0.0, warmup_steps=0), "cpu")
+    for _ in range(steps):
+        loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        logits = model(x)
+    hook.remove()
+    rms = lambda t: t.pow(2).mean().sqrt().item()  # noqa: E731
+    return {"stream at init": rms(h0), "stream update": rms(seen["h"] - h0), "logits": rms(logits)}
+
+
+def depth_check(
+    cfg: GPTConfig, depths: list[int], lr: float, steps: int, seeds: int = 1, batch_size: int = 8
+) -> dict[int, dict[str, float]]:
+    """depth → stream_sizes (mean over seeds); cfg gives everything but n_layer."""
+    gen = torch.Generator().manual_seed(0)
+    batch = torch.randint(0, cfg.vocab_size, (batch_size, cfg.block_size + 1), generator=gen)
+    out: dict[int, dict[str, float]] = {}
+    for depth in depths:
+        runs = [stream_sizes(replace(cfg, n_layer=depth), lr, steps, s, batch) for s in range(seeds)]
+        out[depth] = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+    return out

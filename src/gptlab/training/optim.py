@@ -12,26 +12,39 @@ from gptlab.config import SCHEDULES, OptimConfig
 from gptlab.model import mup
 from gptlab.model.config import GPTConfig
 
+PLAIN, GAINS = (True, 1.0, 1.0), (False, 1.0, 1.0)  # (decays, LR factor, ε factor) of groups 0 and 1
 
-def param_groups(model: nn.Module, weight_decay: float, lr: float) -> list[dict]:
+
+def param_groups(model: nn.Module, weight_decay: float, lr: float, eps: float) -> list[dict]:
     """Matrices (linear weights, embeddings) decay; gains and biases do not.
 
     Under μP (model.parametrization=mup) the hidden matrices move to groups of their own at
     lr × mup.lr_mult (1/fan-in multiplier) and weight decay ÷ the same multiplier, so AdamW's
     per-step decay lr·wd is the base width's at every width (what microsoft's `mup` MuAdamW does;
     Wang & Aitchison 2024 argue for a width-independent 1/(lr·wd)); group 0 keeps the configured
-    LR (the one logged).
+    LR (the one logged). Under CompleteP every parameter inside the blocks (matrices, gains, biases)
+    has Adam ε × mup.adam_eps_mult (1/m_L), in groups of their own.
     """
     cfg = getattr(model, "cfg", None)
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    mult = {n: mup.lr_mult(cfg, n) if isinstance(cfg, GPTConfig) else 1.0 for n, _ in named}
+    ours = isinstance(cfg, GPTConfig)
+    buckets: dict[tuple[bool, float, float], list[nn.Parameter]] = {PLAIN: [], GAINS: []}
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            lr_m, eps_m = (mup.lr_mult(cfg, name), mup.adam_eps_mult(cfg, name)) if ours else (1.0, 1.0)
+            buckets.setdefault((p.dim() >= 2, lr_m, eps_m), []).append(p)
     groups = [
-        {"params": [p for n, p in named if p.dim() >= 2 and mult[n] == 1.0], "weight_decay": weight_decay},
-        {"params": [p for _, p in named if p.dim() < 2], "weight_decay": 0.0},
+        {"params": buckets.pop(PLAIN), "weight_decay": weight_decay},
+        {"params": buckets.pop(GAINS), "weight_decay": 0.0},
     ]
-    for m in sorted({v for v in mult.values() if v != 1.0}):
-        params = [p for n, p in named if mult[n] == m]
-        groups.append({"params": params, "weight_decay": weight_decay / m, "lr": lr * m})
+    for (decays, m, e), params in sorted(buckets.items()):
+        groups.append(
+            {
+                "params": params,
+                "weight_decay": weight_decay / m if decays else 0.0,
+                "lr": lr * m,
+                "eps": eps * e,
+            }
+        )
     return groups
 
 
@@ -39,7 +52,7 @@ def build_adamw(model: nn.Module, cfg: OptimConfig, device_type: str) -> torch.o
     """AdamW, fused on CUDA (one kernel for all parameters). Torch's AdamW decays by lr·wd per step;
     param_groups keeps that product a μP hidden group's base value (as microsoft's MuAdamW does)."""
     return torch.optim.AdamW(
-        param_groups(model, cfg.weight_decay, cfg.lr),
+        param_groups(model, cfg.weight_decay, cfg.lr, cfg.eps),
         lr=cfg.lr,
         betas=(cfg.beta1, cfg.beta2),
         eps=cfg.eps,
