@@ -125,3 +125,36 @@ def test_bad_completep_settings_are_refused_naming_the_keys(overrides: list[str]
     with pytest.raises(ValueError) as err:
         validate(compose_cfg(*TINY, "model/parametrization=completep", *overrides))
     assert message in " ".join(str(err.value).split())
+
+
+def test_export_refuses_completep_off_its_base_depth_and_takes_it_at_the_base() -> None:
+    """HF's Llama has no branch multiplier: off the base depth the function cannot be written there."""
+    from gptlab.export.targets import check_exportable
+
+    with pytest.raises(ValueError) as err:
+        check_exportable(GPTConfig(n_layer=4, n_embd=32, n_head=2, parametrization="completep",
+                                   mup_base_width=32, mup_base_depth=2))  # fmt: skip
+    assert str(err.value).startswith(
+        "model.parametrization='completep' at model.n_layer=4 != model.mup_base_depth=2"
+    )
+    at_base = GPTConfig(
+        n_layer=2, n_embd=32, n_head=2, parametrization="completep", mup_base_width=32, mup_base_depth=2
+    )
+    assert check_exportable(at_base) == "llama"
+
+
+def test_the_depth_check_script_prints_slopes_and_refuses_bad_depths(tmp_path) -> None:
+    from tests.conftest import run_script
+
+    proc = run_script("scripts/depth_check.py", "--depths", "2,4", "--width", "32", "--seeds", "1",
+                      "--out", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = {
+        line.split()[0] + " " + line.split()[1]: line.split()[2:] for line in proc.stdout.splitlines()[2:4]
+    }
+    assert set(rows) == {"stream at", "stream update"}
+    assert (tmp_path / "depth_check.png").stat().st_size > 10_000
+    saved = __import__("json").loads((tmp_path / "depth_check.json").read_text())
+    assert set(saved["slopes"]) == {"mup", "completep"}
+    bad = run_script("scripts/depth_check.py", "--depths", "4")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --depths=4")
