@@ -46,9 +46,9 @@ def main(argv: list[str]) -> int:
             )
         results = {}
         for par in ("mup", "completep"):
-            base_depth = depths[0] if par == "completep" else None
+            base = depths[0] if par == "completep" else None
             shape = {"n_layer": depths[0], "n_head": 2, "n_embd": args.width, "block_size": 32}
-            cfg = GPTConfig(**shape, parametrization=par, mup_base_width=args.width, mup_base_depth=base_depth)
+            cfg = GPTConfig(**shape, parametrization=par, mup_base_width=args.width, mup_base_depth=base)
             results[par] = depth_check(cfg, depths, args.lr, args.steps, args.seeds)
     except ValueError as err:
         print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
