@@ -63,16 +63,23 @@ def test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit(tmp_path
     )
 
 
-def test_the_mup_ladder_runs_shrunk_with_one_lr_grid_and_fixed_width_heads(tmp_path: Path) -> None:
-    """experiment=ladder_ffn_mup as documented, shrunk to the quick preset's sizes (2 rungs, 1 seed,
-    2 LRs, 6 steps): every job is μP on the d = 24 base with heads of 24, every rung has the same
-    LR grid (the model scales the hidden LRs itself), and every job finishes."""
+@pytest.mark.parametrize(
+    ("preset", "par", "base_depth"),
+    [("ladder_ffn_mup", "mup", None), ("ladder_ffn_completep", "completep", 1)],
+)
+def test_the_mup_ladder_runs_shrunk_with_one_lr_grid_and_fixed_width_heads(
+    tmp_path: Path, preset: str, par: str, base_depth: int | None
+) -> None:
+    """experiment=ladder_ffn_mup (and its CompleteP sibling) as documented, shrunk to the quick
+    preset's sizes (2 rungs, 1 seed, 2 LRs, 6 steps): every job is μP on the d = 24 base with heads
+    of 24 (CompleteP: and the L = 1 base depth), every rung has the same LR grid (the model scales
+    the hidden LRs itself), and every job finishes."""
     sweep = tmp_path / "mup"
     shrink = ["model.block_size=32", "data.batch_size=4", "data.max_bytes=300000", "data.val_windows=8",
               "optim.warmup_steps=2", "trainer.val_check_interval=6", "hydra.sweeper.seeds=1",
               "hydra.sweeper.ladder.widths=[24,48]", "hydra.sweeper.ladder.tokens=768",
               "hydra.sweeper.lr={min:0.01,max:0.02,points:2}"]  # fmt: skip
-    args = ["-m", "experiment=ladder_ffn_mup", "hydra.launcher.slots=2", "hydra.launcher.threads=1",
+    args = ["-m", f"experiment={preset}", "hydra.launcher.slots=2", "hydra.launcher.threads=1",
             f"hydra.sweep.dir={sweep}", "logger=csv", *shrink]  # fmt: skip
     proc = run_script("train.py", *args, env={"OMP_NUM_THREADS": "1"}, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -81,6 +88,7 @@ def test_the_mup_ladder_runs_shrunk_with_one_lr_grid_and_fixed_width_heads(tmp_p
     assert len(record["jobs"]) == 2 * 2 * 2
     for k, _ in enumerate(record["jobs"]):
         cfg = yaml.safe_load((sweep / str(k) / ".hydra" / "config.yaml").read_text())["model"]
-        assert (cfg["parametrization"], cfg["mup_base_width"], cfg["mup_base_head_dim"]) == ("mup", 24, 24)
+        assert (cfg["parametrization"], cfg["mup_base_width"], cfg["mup_base_head_dim"]) == (par, 24, 24)
+        assert cfg["mup_base_depth"] == base_depth
         assert cfg["n_embd"] // cfg["n_head"] == 24
         assert json.loads((sweep / str(k) / "metrics.json").read_text())["status"] == "finished"

@@ -66,6 +66,9 @@ COMMANDS: dict[str, str] = {
     "python train.py -m experiment=ladder_ffn hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 72 jobs, 990 s on the loaded 2-core machine (its quick sibling through the same sweeper and launcher: tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit)",
     # docs/mup.md and docs/ablations.md (issue 32)
     "python train.py model/parametrization=mup model.mup_base_width=32": "tests/model/test_mup.py::test_a_mup_run_trains_end_to_end_through_lightning",
+    "python train.py model/parametrization=completep model.mup_base_width=32 model.mup_base_depth=2": "tests/model/test_completep.py::test_a_completep_run_trains_end_to_end_through_lightning",
+    "python scripts/depth_check.py": "tests/model/test_completep.py::test_the_depth_check_script_prints_slopes_and_refuses_bad_depths (2 depths, width 32, 1 seed)",
+    "python train.py -m experiment=ladder_ffn_completep hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 120 jobs, ~12 min on 2 cores (the same command shrunk: tests/ablation/test_ladder_sweep.py::test_the_mup_ladder_runs_shrunk_with_one_lr_grid_and_fixed_width_heads)",
     "python scripts/coord_check.py": "tests/model/test_coord_check.py::test_cli_writes_the_figure_and_the_slopes",
     "python scripts/report.py multirun/heldout/ladder_ffn_5": "test_ablate_ffn_through_make_sweep_and_report",
     "python scripts/ladder_forecast.py <sweep dir> <N>": "template: a sweep directory and a size; its instance below is run",

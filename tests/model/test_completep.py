@@ -158,3 +158,16 @@ def test_the_depth_check_script_prints_slopes_and_refuses_bad_depths(tmp_path) -
     assert set(saved["slopes"]) == {"mup", "completep"}
     bad = run_script("scripts/depth_check.py", "--depths", "4")
     assert bad.returncode == 2 and bad.stderr.startswith("error: --depths=4")
+
+
+@pytest.mark.slow
+def test_a_completep_run_trains_end_to_end_through_lightning(tmp_path, cache_dir) -> None:
+    """The documented command's path (compose → validate → Lightning fit) at L = 2 on base depth 1,
+    d = 32 on base 16: the blocks' branches run at 1/2 and training finishes with a finite loss."""
+    from tests.training.rel_harness import train_here
+
+    status = train_here(
+        tmp_path, cache_dir, "model/parametrization=completep", "model.mup_base_width=16",
+        "model.mup_base_depth=1", "trainer.max_steps=4", "trainer.val_check_interval=4",
+    )  # fmt: skip
+    assert status["status"] == "finished" and math.isfinite(status["final_val_loss"])
