@@ -8,6 +8,7 @@ measured; one fixed batch of random tokens is trained on, so every width sees th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -59,12 +60,20 @@ def coord_check(
     cfg: GPTConfig, widths: list[int], lr: float, steps: int, seeds: int = 1, batch_size: int = 8
 ) -> dict[int, dict[str, float]]:
     """width → probe → RMS (mean over seeds); cfg gives everything but n_embd (and its μP base)."""
+    return _over(cfg, "n_embd", widths, rms_after_steps, lr, steps, seeds, batch_size)
+
+
+def _over(
+    cfg: GPTConfig, field: str, values: list[int], measure: Callable[..., dict[str, float]],
+    lr: float, steps: int, seeds: int, batch_size: int,
+) -> dict[int, dict[str, float]]:  # fmt: skip
+    """value of `field` → measure's sizes, mean over seeds, every model trained on one fixed batch."""
     gen = torch.Generator().manual_seed(0)
     batch = torch.randint(0, cfg.vocab_size, (batch_size, cfg.block_size + 1), generator=gen)
     out: dict[int, dict[str, float]] = {}
-    for width in widths:
-        runs = [rms_after_steps(replace(cfg, n_embd=width), lr, steps, s, batch) for s in range(seeds)]
-        out[width] = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+    for value in values:
+        runs = [measure(replace(cfg, **{field: value}), lr, steps, s, batch) for s in range(seeds)]
+        out[value] = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
     return out
 
 
@@ -110,10 +119,4 @@ def depth_check(
     cfg: GPTConfig, depths: list[int], lr: float, steps: int, seeds: int = 1, batch_size: int = 8
 ) -> dict[int, dict[str, float]]:
     """depth → stream_sizes (mean over seeds); cfg gives everything but n_layer."""
-    gen = torch.Generator().manual_seed(0)
-    batch = torch.randint(0, cfg.vocab_size, (batch_size, cfg.block_size + 1), generator=gen)
-    out: dict[int, dict[str, float]] = {}
-    for depth in depths:
-        runs = [stream_sizes(replace(cfg, n_layer=depth), lr, steps, s, batch) for s in range(seeds)]
-        out[depth] = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
-    return out
+    return _over(cfg, "n_layer", depths, stream_sizes, lr, steps, seeds, batch_size)
