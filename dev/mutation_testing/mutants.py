@@ -363,6 +363,12 @@ MUTANTS: list[Mutant] = [
            "the CUDA RMSNorm keeps its output too"),
     Mutant("plan_headroom_unsized", "planning/plan.py", "HEADROOM = 0.21", "HEADROOM = 0.10",
            "10% headroom: a plan that fits reserves more than the GPU has (torchtitan's anchors)"),
+    # --- issue 37 §1: sweep status, progress lines, the wandb view's run set ---
+    # --- issue 37 §2-3: tokenizers (ordinary text, .tiktoken refusals, the BPE fast path's guard) ---
+    # --- issue 37 §6: CSV log across resumes, the ladder's held-out gap, the planner ---
+    # --- issue 37 §6: launchers, spikes and the rest of rounds three and four ---
+    # --- issue 39: attention heads (GQA / MQA), DyT, Muon ---
+    # --- issue 38: downstream tasks ---
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
