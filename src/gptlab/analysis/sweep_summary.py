@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger("gptlab")
+OPTIONS = {"out": None, "figures": "true", "wandb": "false", "baseline": None, "lr_sensitivity": "init"}
 
 
 def log_report_to_wandb(report: Path, group: str | None, logger_cfg: dict[str, Any]) -> str | None:
@@ -110,3 +112,24 @@ def report_from_cli(
         assert isinstance(logger_cfg, dict)
         log_report_to_wandb(report, record.get("group"), {**logger_cfg, "wandb": True})
     return report
+
+
+def main(argv: list[str], usage: str) -> int:
+    """scripts/report.py `<sweep dir> [key=value ...]`: write the report, print its path; errors exit 2.
+    A refused option's message quotes the usage's lines 3-4 (the options)."""
+    if not argv or any(a in ("-h", "--help") for a in argv):
+        print(usage.strip())
+        return 0 if argv else 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    try:
+        options = dict(OPTIONS)
+        for arg in argv[1:]:
+            key, sep, value = arg.partition("=")
+            if not sep or key not in OPTIONS:
+                raise ValueError(f"argument {arg!r} is not accepted; {' '.join(usage.splitlines()[2:4])}")
+            options[key] = value
+        print(report_from_cli(argv[0], **options))
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    return 0

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
+from gptlab.dashboards.keys import ConfigUnreadable
 from gptlab.dashboards.source import NotBuildable, load
 from gptlab.dashboards.view import build_view, write_view
 
@@ -110,3 +112,26 @@ def write_at_run_end(cfg: Any) -> Path | None:
     logger_cfg = OmegaConf.to_container(cfg.logger, resolve=True)
     assert isinstance(logger_cfg, dict)
     return write_at_sweep_end(Path(hydra_cfg.runtime.output_dir), logger_cfg)
+
+
+def main(argv: list[str], usage: str) -> int:
+    """scripts/dashboard.py `<dir> [key=value ...]`: build, print the line; bad input: one line, exit 2."""
+    if not argv or any(a in ("-h", "--help") for a in argv):
+        print(usage.strip())
+        return 0 if argv else 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    try:
+        options = {}
+        for arg in argv[1:]:
+            key, sep, value = arg.partition("=")
+            if not sep:
+                raise NotBuildable(
+                    f"argument {arg!r} is not accepted; give key=value (entity=, project=, ...)"
+                )
+            options[key] = value
+        _, line = build(argv[0], **options)
+    except (NotBuildable, ConfigUnreadable) as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    print(line)
+    return 0
