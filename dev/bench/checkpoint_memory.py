@@ -1,5 +1,5 @@
 """What model.activation_checkpointing saves and costs, measured on real tensors
-(scripts/checkpoint_memory.py).
+(dev/checkpoint_memory.py).
 
 One training step of the model as composed (forward, next-token cross-entropy, backward, AdamW step)
 on a random batch of data.batch_size windows, per mode, under torch's `MemTracker`: it attributes
@@ -121,11 +121,11 @@ def format_table(cfg: GPTConfig, batch_size: int, peaks: dict[str, dict[str, Any
 
 
 def main(argv: list[str]) -> int:
-    """scripts/checkpoint_memory.py: the overrides compose the config as train.py does."""
+    """dev/checkpoint_memory.py: the overrides compose the config as train.py does."""
     from gptlab.compose import compose_config
     from gptlab.errors import USER_ERRORS, exit_with
 
-    parser = argparse.ArgumentParser(prog="scripts/checkpoint_memory.py", add_help=False)
+    parser = argparse.ArgumentParser(prog="dev/checkpoint_memory.py", add_help=False)
     parser.add_argument("--rounds", type=int, default=0)
     opts, overrides = parser.parse_known_args(argv)
     torch.set_num_threads(1)
@@ -137,7 +137,7 @@ def main(argv: list[str]) -> int:
     except USER_ERRORS as err:
         exit_with(err)
     batch_size = cfg.data.batch_size
-    print("command: python scripts/checkpoint_memory.py " + " ".join(argv))
+    print("command: python dev/checkpoint_memory.py " + " ".join(argv))
     print(format_table(model_cfg, batch_size, compare(model_cfg, batch_size)))
     if opts.rounds:
         print()

@@ -85,7 +85,7 @@ def _row(placement: str, ffn: str) -> tuple[bool, str]:
 
 
 def main(argv: Sequence[str]) -> int:
-    """scripts/check_compile.py: `placement=` and `ffn=` comma lists (default: all); prints a table,
+    """dev/check_compile.py: `placement=` and `ffn=` comma lists (default: all); prints a table,
     returns 1 if any combination fails or differs by more than TOLERANCE, 2 on a bad argument."""
     choices = {"placement": list(PLACEMENTS), "ffn": list(COMPILE_FFNS)}
     for arg in argv:

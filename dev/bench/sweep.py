@@ -1,7 +1,7 @@
 """Sweep benchmark: one ablation grid serially and with N slots side by side, interleaved rounds.
 
-usage: python scripts/bench_sweep.py [--experiment ablate_tying_quick] [--slots 2] [--rounds 2]
-                                     [--set trainer.max_steps=200 ...] [--work DIR] [--json PATH]
+usage: python dev/bench_sweep.py [--experiment ablate_tying_quick] [--slots 2] [--rounds 2]
+                                 [--set trainer.max_steps=200 ...] [--work DIR] [--json PATH]
 Serial is what a user gets without the launcher's slots: one job after another, torch's default
 threads (every core). Side by side is `hydra.launcher.slots=N hydra.launcher.threads=1`. Each round
 runs both, in alternating order (the shared machine's load drifts); the figure is the median of the

@@ -1,4 +1,4 @@
-"""scripts/bench_bpe_train.py as docs/performance.md runs it ("BPE training"), at tiny sizes: both
+"""dev/bench_bpe_train.py as docs/performance.md runs it ("BPE training"), at tiny sizes: both
 trainers run on the same sample and reach the same vocabulary (issue 23, item 4)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def test_bench_bpe_train_script_times_both_trainers(tmp_path: Path) -> None:
         str(out),
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_bpe_train.py"), *args],
+    proc = subprocess.run([sys.executable, str(REPO / "dev" / "bench_bpe_train.py"), *args],
                           capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(out.read_text())
@@ -51,7 +51,7 @@ def test_bench_bpe_train_budgets_on_python_sources(tmp_path: Path) -> None:
             "--budget-mib", "1,all", "--corpus", "python-sources",
             "--work", str(tmp_path), "--json", str(out)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_bpe_train.py"), *args],
+    proc = subprocess.run([sys.executable, str(REPO / "dev" / "bench_bpe_train.py"), *args],
                           capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     budget, whole = json.loads(out.read_text())

@@ -84,9 +84,9 @@ COMMANDS: dict[str, str] = {
     "python train.py -m experiment=ladder_placement hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 72 jobs, 1,085 s (the depth ladder's grid: tests/ablation/test_ladder_grid.py::test_a_depth_ladder_keeps_the_width_and_varies_depth; the same sweeper and launcher end to end: tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit)",
     "scripts/report.py /tmp/w24/two figures=false": "tests/analysis/test_ladder_report.py::test_bad_ladders_are_one_line_exit_2 (the same report call on a 2-size ladder made by hand)",
     # docs/performance.md, "Sweeps side by side" (issue 21): the same script at 1 round, 2 jobs
-    "python scripts/bench_sweep.py --rounds 2": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
-    "python scripts/bench_sweep.py --rounds 2 --set trainer.max_steps=300 --set trainer.val_check_interval=100": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
-    "python scripts/bench_sweep.py --rounds 2 --set trainer.max_steps=1500 --set trainer.val_check_interval=500": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
+    "python dev/bench_sweep.py --rounds 2": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
+    "python dev/bench_sweep.py --rounds 2 --set trainer.max_steps=300 --set trainer.val_check_interval=100": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
+    "python dev/bench_sweep.py --rounds 2 --set trainer.max_steps=1500 --set trainer.val_check_interval=500": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
     # README, "Sweeps on one node" / "Sweeps on SLURM" (issue 21)
     "python train.py -m experiment=ablate_placement trainer.devices=2": f"{GPU} (4 DDP jobs of 2 GPUs; the GPU split is run on a probe app: tests/launcher/test_parallel_sweeps.py::test_each_running_job_gets_its_own_gpus_port_and_threads)",
     "python train.py -m experiment=ablate_tying_quick hydra.launcher.slots=2": "tests/launcher/test_parallel_sweeps.py::test_two_slots_match_the_serial_sweep_job_for_job",
@@ -249,23 +249,23 @@ COMMANDS: dict[str, str] = {
     "bench.warmup=2 bench.repeats=3 bench.tokenize=false": "test_bench_rows",
     "python scripts/bench.py model=gpt2 model.block_size=256 data.batch_size=1 bench.threads=1 bench.warmup=2 "
     "bench.repeats=2 bench.tokenize=false": "test_bench_gpt2_shape",
-    "python scripts/checkpoint_memory.py": "tests/bench/test_checkpoint_memory.py::test_script_prints_one_row_per_mode",
-    "python scripts/checkpoint_memory.py --rounds 20": "tests/bench/test_checkpoint_memory.py::test_rounds_time_every_mode_beside_the_planners_factor",
-    "python scripts/check_compile.py": (
+    "python dev/checkpoint_memory.py": "tests/bench/test_checkpoint_memory.py::test_script_prints_one_row_per_mode",
+    "python dev/checkpoint_memory.py --rounds 20": "tests/bench/test_checkpoint_memory.py::test_rounds_time_every_mode_beside_the_planners_factor",
+    "python dev/check_compile.py": (
         "not runnable here: compiles 8 placement x FFN combinations with inductor (gcc), minutes on a cold "
         "cache; one combination through the script's own function is tests/bench/test_compile.py"
     ),
     "python scripts/bench.py model=gpt2 trainer=gpu compile=true bench.warmup=10 bench.steps=20 bench.repeats=3 "
     "bench.json=bench_gpt2_h200.json": f"{GPU} (one H200, bf16); the CPU shape is test_bench_gpt2_shape",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 2048,512 --tokenizers byte "
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 2048,512 --tokenizers byte "
     "--procs 1,2 --rounds 2": "test_bench_packing",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 128,32 --tokenizers bpe "
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 128,32 --tokenizers bpe "
     "--procs 1,2 --rounds 2": "test_bench_packing",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 512,128,32 --tokenizers bpe "
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 512,128,32 --tokenizers bpe "
     "--encoders tiktoken --procs 1,2 --rounds 2": "test_bench_packing",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_bpe_train.py --sample-mib 200 --vocab-size 4096 "
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_bpe_train.py --sample-mib 200 --vocab-size 4096 "
     "--rounds 1 --budget-mib 12,50,all --corpus python-sources": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_budgets_on_python_sources",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_bpe_train.py --sample-mib 100 --vocab-size 4096 "
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_bpe_train.py --sample-mib 100 --vocab-size 4096 "
     "--rounds 2": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_script_times_both_trainers",
     # docs/dashboards.md and README (issue 31): run on real sweeps by their own tests
     "python scripts/dashboard.py <sweep dir>": "tests/dashboards/test_view_keys.py::test_offline_the_command_writes_the_file_and_says_how_to_upload",
@@ -989,11 +989,11 @@ def tools(work: Path, cache: Path) -> dict[str, object]:
             cwd=root,  # one of GPT-2's 12 blocks: the shape's embedding, head and block, 12x cheaper
         ),
         "packing": lambda: [
-            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 2048,512 "
+            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 2048,512 "
                     "--tokenizers byte --procs 1,2 --rounds 2", *pack, cwd=root),
-            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 128,32 "
+            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 128,32 "
                     "--tokenizers bpe --procs 1,2 --rounds 2", *pack, cwd=root),
-            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python scripts/bench_packing.py --sizes-mib 512,128,32 "
+            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 512,128,32 "
                     "--tokenizers bpe --encoders tiktoken --procs 1,2 --rounds 2", *pack, cwd=root),
         ],
         "unigram": lambda: run_doc("python - <<'EOF'", cwd=root / "unigram", stdin=unigram_code()),

@@ -1,7 +1,7 @@
 """Packing benchmark: MB/s and peak RSS for byte and BPE tokenizers, 1 vs 2 processes.
 
-usage: python scripts/bench_packing.py [--sizes-mib 2048,512] [--tokenizers byte,bpe] [--procs 1,2]
-                                       [--rounds 2] [--work DIR] [--json PATH]
+usage: python dev/bench_packing.py [--sizes-mib 2048,512] [--tokenizers byte,bpe] [--procs 1,2]
+                                   [--rounds 2] [--work DIR] [--json PATH]
 Generates TinyStories-shaped corpora under --work (kept between runs) and packs each with
 data.doc_separator in a fresh interpreter. See docs/performance.md, "Packing".
 """

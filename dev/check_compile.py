@@ -1,6 +1,6 @@
 """Check that `compile=true` works for every norm placement × FFN: compiled blocks against eager.
 
-usage: python scripts/check_compile.py [placement=pre,post,sandwich,deepnorm] [ffn=swiglu,gelu]
+usage: python dev/check_compile.py [placement=pre,post,sandwich,deepnorm] [ffn=swiglu,gelu]
 
 For each combination: a tiny GPT (2 layers, d=32), its blocks compiled by
 `gptlab.training.strategies.compile_blocks` (what `configure_model` runs for compile=true), one

@@ -1,6 +1,6 @@
 """BPE training benchmark: tokenizers' trainer against rustbpe on the same sample and vocabulary.
 
-usage: python scripts/bench_bpe_train.py [--sample-mib 100] [--vocab-size 4096] [--rounds 2]
+usage: python dev/bench_bpe_train.py [--sample-mib 100] [--vocab-size 4096] [--rounds 2]
                                          [--trainers tokenizers,rustbpe] [--work DIR] [--json PATH]
 Generates a TinyStories-shaped corpus under --work (kept between runs) and trains each BPE in a fresh
 interpreter. See docs/performance.md, "BPE training".

@@ -1,6 +1,6 @@
 """Activation memory of one training step with model.activation_checkpointing=none, selective, full.
 
-usage: python scripts/checkpoint_memory.py [--rounds N] [model=<preset>] [key=value ...]
+usage: python dev/checkpoint_memory.py [--rounds N] [model=<preset>] [key=value ...]
 
 --rounds N also times one step per mode (N interleaved rounds) against the planner's recompute factor.
 

@@ -1,6 +1,6 @@
 """Sweep benchmark: an ablation grid serially and with N slots side by side (interleaved rounds).
 
-usage: python scripts/bench_sweep.py [--experiment ablate_tying_quick] [--slots 2] [--rounds 2] [--set k=v]
+usage: python dev/bench_sweep.py [--experiment ablate_tying_quick] [--slots 2] [--rounds 2] [--set k=v]
 See docs/performance.md, "Sweeps side by side".
 """
 
