@@ -1,4 +1,5 @@
-"""Causal multi-head self-attention through SDPA, with optional rotary position embedding and QK-norm."""
+"""Causal self-attention through SDPA (multi-head, grouped-query or multi-query), with optional rotary
+position embedding and QK-norm."""
 
 from __future__ import annotations
 
@@ -31,16 +32,21 @@ class CausalSelfAttention(nn.Module):
     by the heads) before RoPE: the logits q·k/√d_h can then no longer grow with the weights' scale.
     With `keep_qk` (telemetry, on its log steps only) the forward also leaves the q and k it gave SDPA
     in `kept_qk`: SDPA saves them for backward anyway, so this costs no memory and no kernel change.
+    With n_kv_head < n_head, k and v have n_kv_head heads (k_proj, v_proj: d → n_kv_head·d_head) and
+    SDPA's `enable_gqa` lets query head h read key/value head h // (n_head / n_kv_head), without
+    materialising the repeated heads; kept k then has n_kv_head heads too.
     """
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
         d = cfg.n_embd
         self.n_head, self.head_dim, self.dropout = cfg.n_head, cfg.head_dim, cfg.dropout
+        self.n_kv_head = cfg.kv_heads
+        kv = cfg.kv_heads * cfg.head_dim
         self.scale = mup.attn_scale(cfg)  # None: SDPA's 1/sqrt(d_head); μP: 1/d_head (model/mup.py)
         self.q_proj = nn.Linear(d, d, bias=cfg.bias)
-        self.k_proj = nn.Linear(d, d, bias=cfg.bias)
-        self.v_proj = nn.Linear(d, d, bias=cfg.bias)
+        self.k_proj = nn.Linear(d, kv, bias=cfg.bias)
+        self.v_proj = nn.Linear(d, kv, bias=cfg.bias)
         self.out_proj = nn.Linear(d, d, bias=cfg.bias)
         self.q_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
@@ -49,9 +55,9 @@ class CausalSelfAttention(nn.Module):
         self.kept_qk: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def heads(self, proj: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, C) → (B, H, T, Dh) through one projection."""
+        """(B, T, C) → (B, H, T, Dh) through one projection (H: its output width / Dh)."""
         B, T, _ = x.shape
-        return proj(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
+        return proj(x).view(B, T, -1, self.head_dim).transpose(1, 2)
 
     def queries_keys(
         self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None
@@ -72,7 +78,9 @@ class CausalSelfAttention(nn.Module):
         if self.keep_qk:
             self.kept_qk = (q.detach(), k.detach())
         v = self.heads(self.v_proj, x)
+        gqa = self.n_kv_head != self.n_head  # SDPA maps query head h to key/value head h // group
+        drop = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True, scale=self.scale
+            q, k, v, dropout_p=drop, is_causal=True, scale=self.scale, enable_gqa=gqa
         )
         return self.resid_drop(self.out_proj(y.transpose(1, 2).reshape(B, T, C)))

@@ -43,6 +43,9 @@ class GPTConfig:
     block_size: int = 256
     n_layer: int = 4
     n_head: int = 4
+    # key/value heads: None = n_head (multi-head), 1 (multi-query), or any divisor of n_head
+    # (grouped-query, Ainslie et al. 2023): query head h reads key/value head h // (n_head / n_kv_head)
+    n_kv_head: int | None = None
     n_embd: int = 128
     norm: str = "rmsnorm"
     norm_eps: float = 1e-5
@@ -107,6 +110,7 @@ class GPTConfig:
                 f"model.n_embd={self.n_embd} is not divisible by model.n_head={self.n_head}; "
                 "n_embd must be a multiple of n_head"
             )
+        self._check_kv_heads()
         if self.pos_emb == "rope" and self.head_dim % 2 != 0:
             raise ValueError(
                 f"model.pos_emb='rope' needs an even head dimension, got n_embd/n_head={self.head_dim}; "
@@ -138,6 +142,16 @@ class GPTConfig:
             self._check_mup()
         if self.parametrization == "completep":
             self._check_completep()
+
+    def _check_kv_heads(self) -> None:
+        kv = self.n_kv_head
+        if kv is None:
+            return
+        if isinstance(kv, bool) or not isinstance(kv, int) or kv < 1 or self.n_head % kv != 0:
+            raise ValueError(
+                f"model.n_kv_head={kv!r} is not accepted with model.n_head={self.n_head}; give null "
+                "(= n_head, multi-head), 1 (multi-query) or a divisor of n_head (grouped-query)"
+            )
 
     def _check_mup(self) -> None:
         """μP's base width must give whole multipliers and whole base heads; DeepNorm has its own
@@ -236,6 +250,11 @@ class GPTConfig:
     @property
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_kv_head, or n_head when it is null (multi-head attention)."""
+        return self.n_head if self.n_kv_head is None else self.n_kv_head
 
     @property
     def gated(self) -> bool:

@@ -46,6 +46,7 @@ def reference(model: Any, idx: torch.Tensor) -> dict[str, float]:
     cfg = model.cfg
     B, T = idx.shape
     H, D = cfg.n_head, cfg.n_embd // cfg.n_head
+    Hkv = cfg.n_kv_head or H  # grouped-query: key head j serves query heads j·H/Hkv ... (j+1)·H/Hkv - 1
     x = model.tok_emb.weight[idx]
     if model.pos_emb is not None:
         x = x + model.pos_emb.weight[:T]
@@ -59,7 +60,8 @@ def reference(model: Any, idx: torch.Tensor) -> dict[str, float]:
             h = rms(h, block.attn_norm.weight, cfg.norm_eps)
         attn = block.attn
         q = (h @ attn.q_proj.weight.double().T).view(B, T, H, D).transpose(1, 2)
-        k = (h @ attn.k_proj.weight.double().T).view(B, T, H, D).transpose(1, 2)
+        k = (h @ attn.k_proj.weight.double().T).view(B, T, Hkv, D).transpose(1, 2)
+        k = k.repeat_interleave(H // Hkv, dim=1)
         if cfg.qk_norm:
             q, k = rms(q, attn.q_norm.weight, cfg.norm_eps), rms(k, attn.k_norm.weight, cfg.norm_eps)
         if cfg.pos_emb == "rope":
@@ -146,8 +148,9 @@ def train(steps: int, scale: tuple[int | None, float] | None = None, **model: An
         {"qk_norm": True},
         {"norm_placement": "post", "pos_emb": "learned"},
         {"parametrization": "mup", "mup_base_width": 16},
+        {"n_head": 4, "n_kv_head": 2, "qk_norm": True},
     ],
-    ids=["pre-rope", "pre-rope-qknorm", "post-learned", "mup"],
+    ids=["pre-rope", "pre-rope-qknorm", "post-learned", "mup", "gqa"],
 )
 def test_attention_and_logit_telemetry_equal_plain_torch(model: dict[str, Any]) -> None:
     # q and k of every block x8: peaked attention (logits of order 1-10, not ~0.05), so that an

@@ -19,8 +19,12 @@ def attention_stats(
     """(max logit, Σ entropy over query rows, number of rows) of causal attention with (B, H, T, Dh)
     queries and keys: logits q·k·scale (None: 1/√Dh, SDPA's; μP's model passes its own) over the
     pairs key ≤ query, entropy -Σ p log p of each row's softmax (hidden pairs have p = 0, and
-    entr(0) = 0). One score tensor per chunk of sequences."""
+    entr(0) = 0). One score tensor per chunk of sequences. Keys with fewer heads than the queries
+    (grouped-query: query head h reads key head h // (H / H_kv)) are broadcast over their group,
+    so the statistics stay per query head, the same rows as multi-head attention's."""
     B, H, T, D = q.shape
+    if k.shape[1] != H:  # (B, H_kv, group, T, Dh) against (B, H_kv, 1, T, Dh): no copy of k
+        q, k = q.reshape(B, k.shape[1], H // k.shape[1], T, D), k.unsqueeze(2)
     scale = D**-0.5 if scale is None else scale
     hidden = ~torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     top = torch.full((), -math.inf, device=q.device)
