@@ -14,13 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tiktoken
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers
 
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
 from gptlab.data.tokenizers import EOT, BPETokenizer, PretrainedTokenizer, bytes_to_unicode
-from gptlab.data.tokenizers.tiktoken_bpe import PROBES, checked_encoding, to_tiktoken
+from gptlab.data.tokenizers.tiktoken_bpe import PROBES, checked_encoding, first_mismatch, to_tiktoken
 
 WORDS = "the a cat sat on mat ünïcödé Köln 日本語 🙂 naïve 3.14 2026 1,000 it's we'll".split()
 
@@ -50,7 +51,7 @@ def test_converted_bpe_encodes_tokenizers_ids(bpe: BPETokenizer) -> None:
     assert bpe.fast is not None and bpe.fast.n_vocab == bpe.vocab_size
     assert bpe.encode_batch(held_out) == oracle
     assert [bpe.encode(t) for t in held_out] == oracle
-    assert bpe.encode(f"a{EOT}b").count(bpe.eos_id) == 1  # the separator is the end-of-text id
+    assert bpe.encode(f"a{EOT}b").count(bpe.eos_id) == 0  # written in a text, it is text
     assert bpe.decode(bpe.encode(held_out[0])) == held_out[0]
 
 
@@ -75,6 +76,22 @@ def test_ids_that_differ_on_the_sample_fall_back(caplog: pytest.LogCaptureFixtur
     assert len(lines) == 1 and "encoding with tokenizers" in lines[0] and "differ" in lines[0], lines
     with pytest.raises(ValueError, match="data.bpe_encoder=tiktoken: .*differ"):
         checked_encoding(tok, ["x abc y"], mode="tiktoken")
+
+
+def test_the_check_compares_ids_not_lengths(bpe: BPETokenizer) -> None:
+    """Issue 37 §6: an Encoding whose ids differ from tokenizers' at equal lengths (the bytes 'x' and
+    'q' trade ids; single bytes are never merge results, so every split keeps its length) is caught."""
+    enc = to_tiktoken(bpe.tok)
+    ranks = dict(enc._mergeable_ranks)
+    ranks[b"x"], ranks[b"q"] = ranks[b"q"], ranks[b"x"]
+    swapped = tiktoken.Encoding("swapped", pat_str=enc._pat_str, mergeable_ranks=ranks,
+                                special_tokens=enc._special_tokens)  # fmt: skip
+    texts = ["the cat sat", "a fox quit 42", "more"]
+    oracle = [bpe.tok.encode(t, add_special_tokens=False).ids for t in texts]  # tokenizers itself
+    got = [swapped.encode_ordinary(t) for t in texts]
+    assert [len(g) for g in got] == [len(o) for o in oracle] and got[1] != oracle[1]
+    assert first_mismatch(bpe.tok, swapped, texts) == (1, texts[1])
+    assert first_mismatch(bpe.tok, enc, texts) is None
 
 
 def test_unconvertible_tokenizers_fall_back_with_the_reason(

@@ -20,8 +20,10 @@ from pathlib import Path
 from gptlab.data.splits import val_period
 
 # bump when the file layout or split rule changes: old caches are then ignored. 2: the byte tokenizer
-# ends documents with BYTE_EOS and is stored as uint8; meta.json records sizes and checksums
-FORMAT_VERSION = 2
+# ends documents with BYTE_EOS and is stored as uint8; meta.json records sizes and checksums. 3: text is
+# encoded as ordinary text (a <|endoftext|> written in a document is not an EOS id), so caches of 2 hold
+# wrong ids and are not reused
+FORMAT_VERSION = 3
 
 
 @dataclass(frozen=True)

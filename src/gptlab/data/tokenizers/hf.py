@@ -17,7 +17,7 @@ from gptlab.data.tokenizer_files import EOS_CANDIDATES as _EOS_CANDIDATES  # tri
 from gptlab.data.tokenizer_files import TOKENIZER_CONFIG_FILE as CONFIG_FILE
 from gptlab.data.tokenizer_files import TOKENIZER_FILE
 from gptlab.data.tokenizers.base import write_config
-from gptlab.data.tokenizers.tiktoken_bpe import checked_encoding, encode_batch
+from gptlab.data.tokenizers.tiktoken_bpe import checked_encoding, encode_batch, ordinary
 
 
 class HFTokenizer:
@@ -30,7 +30,7 @@ class HFTokenizer:
     threads = max(1, len(os.sched_getaffinity(0)))  # tiktoken's encode_batch threads: the usable cores
 
     def __init__(self, tok: tokenizers.Tokenizer, name: str, eos_id: int | None) -> None:
-        self.tok = tok
+        self.tok = ordinary(tok)  # <|endoftext|> in a text is text; packing adds the EOS ids
         self.name = name
         self.eos_id = eos_id
         self.vocab_size = tok.get_vocab_size(with_added_tokens=True)
@@ -41,9 +41,10 @@ class HFTokenizer:
         return self.fast is not None
 
     def encode(self, text: str) -> list[int]:
-        """Ids of text, without the post-processor's special tokens (packing adds EOS itself)."""
+        """Ids of text as ordinary text: no post-processor tokens, special tokens written in it read
+        as their characters (packing adds EOS itself)."""
         if self.fast is not None:
-            return self.fast.encode(text, allowed_special="all")
+            return self.fast.encode_ordinary(text)
         return self.tok.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:

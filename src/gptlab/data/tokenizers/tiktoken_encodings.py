@@ -37,6 +37,11 @@ EOT = "<|endoftext|>"
 RANKS_FILE = "tokenizer.tiktoken"  # written beside tokenizer.json by save()
 PAD_TO = 64  # the embedding's vocabulary is a multiple of this (nanoGPT: 50257 -> 50304)
 MAX_IDS = 1 << 32  # the widest token files (uint32) hold ids below this
+# The largest vocabulary accepted: 2^24 ids, 64x the largest published one (Gemma 3's 262,144). Ranks
+# above it are sparse files or mistakes: the embedding is vocab x d_model floats whatever the file holds
+# (2^31 ids at d_model=32 in fp32: 256 GiB), and at 2^24 ids GPT-2 small's width already needs 48 GiB.
+MAX_VOCAB = 1 << 24
+EMBED_WIDTH = 768  # the width the refusal's embedding size is quoted at (GPT-2 small), fp32
 
 
 def known_encodings() -> list[str]:
@@ -53,10 +58,29 @@ def padded(n_ids: int) -> int:
     return -(-n_ids // PAD_TO) * PAD_TO
 
 
+def _check_vocabulary(rank: int, n: int, path: Path, setting: str) -> None:
+    """Refuse a rank whose vocabulary (the rank, <|endoftext|> after it, padding) no token file or
+    no embedding could hold, before anything is packed or allocated."""
+    vocab = padded(rank + 2)
+    if vocab > MAX_IDS:
+        raise ValueError(
+            f"{setting}: line {n} of {path} has rank {rank}: its vocabulary would not fit the "
+            f"widest token files (uint32, ids below {MAX_IDS}); refused before packing"
+        )
+    if vocab > MAX_VOCAB:
+        gib = vocab * EMBED_WIDTH * 4 / 2**30
+        raise ValueError(
+            f"{setting}: line {n} of {path} has rank {rank}: a vocabulary of {vocab:,} ids, whose "
+            f"embedding is {gib:,.0f} GiB at d_model={EMBED_WIDTH} in fp32; accepted: ranks up to "
+            f"{MAX_VOCAB - 2:,} (vocabularies up to {MAX_VOCAB:,} ids); refused before packing"
+        )
+
+
 def read_ranks(path: Path, setting: str) -> dict[bytes, int]:
     """A .tiktoken file's ranks; a line that does not parse is named (and refused) by its number."""
     ranks: dict[bytes, int] = {}
-    line_of: dict[int, int] = {}
+    line_of: dict[int, int] = {}  # rank -> its line
+    token_line: dict[bytes, int] = {}
     for n, raw in enumerate(path.read_bytes().splitlines(), start=1):
         if not raw.strip():
             continue
@@ -71,17 +95,16 @@ def read_ranks(path: Path, setting: str) -> dict[bytes, int]:
             raise ValueError(
                 f"{setting}: line {n} of {path} is not '<base64 token> <rank>' ({shown!r})"
             ) from None
-        if token in ranks or rank in line_of:
+        if token in token_line or rank in line_of:
+            what, first = ("token", token_line[token]) if token in token_line else ("rank", line_of[rank])
             raise ValueError(
-                f"{setting}: line {n} of {path} repeats the token or rank of line {line_of.get(rank)}"
+                f"{setting}: line {n} of {path} repeats the {what} of line {first}; "
+                "accepted: each token and each rank once"
             )
-        if padded(rank + 2) > MAX_IDS:  # the rank and <|endoftext|> after it
-            raise ValueError(
-                f"{setting}: line {n} of {path} has rank {rank}: its vocabulary would not fit the "
-                f"widest token files (uint32, ids below {MAX_IDS}); refused before packing"
-            )
+        _check_vocabulary(rank, n, path, setting)
         ranks[token] = rank
         line_of[rank] = n
+        token_line[token] = n
     missing = [b for b in range(256) if bytes([b]) not in ranks]
     if missing:
         raise ValueError(
@@ -202,9 +225,9 @@ class TiktokenTokenizer:
         return cls(load_encoding(value))
 
     def encode(self, text: str) -> list[int]:
-        """Ids of text; special tokens written in the text (<|endoftext|>) become their ids, as with
-        the other tokenizers."""
-        return self.enc.encode(text, allowed_special="all")
+        """Ids of text as ordinary text (tiktoken's encode_ordinary): a <|endoftext|> written in the
+        text is its characters, as with the other tokenizers; packing adds the EOS ids."""
+        return self.enc.encode_ordinary(text)
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """Ids of each text, on `threads` threads."""
