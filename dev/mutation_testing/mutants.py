@@ -366,6 +366,12 @@ MUTANTS: list[Mutant] = [
     # --- issue 37 §1: sweep status, progress lines, the wandb view's run set ---
     # --- issue 37 §2-3: tokenizers (ordinary text, .tiktoken refusals, the BPE fast path's guard) ---
     # --- issue 37 §6: CSV log across resumes, the ladder's held-out gap, the planner ---
+    Mutant("csv_resume_rerun_step_twice", "training/loggers.py", 'if int(float(r["step"])) < first',
+           'if int(float(r["step"])) <= first',
+           "a step run again after a resume keeps the earlier attempt's row too: that step twice in the CSV"),
+    Mutant("csv_part_overwritten", "training/loggers.py",
+           'n = len(list(current.parent.glob("metrics.part-*.csv")))', "n = 0",
+           "the second resume moves metrics.csv onto metrics.part-0.csv: the first attempt's file is lost"),
     # --- issue 37 §6: launchers, spikes and the rest of rounds three and four ---
     # --- issue 39: attention heads (GQA / MQA), DyT, Muon ---
     # --- issue 38: downstream tasks ---
