@@ -372,6 +372,9 @@ MUTANTS: list[Mutant] = [
     Mutant("csv_part_overwritten", "training/loggers.py",
            'n = len(list(current.parent.glob("metrics.part-*.csv")))', "n = 0",
            "the second resume moves metrics.csv onto metrics.part-0.csv: the first attempt's file is lost"),
+    Mutant("held_out_gap_one_arm", "analysis/ladder_held_out.py",
+           "(boot_y[:, h, k] - boot_y[:, h, kb]).mean(-1)", "boot_y[:, h, k].mean(-1)",
+           "the held-out gap's measured interval from one arm's resamples, not the paired arm − baseline"),
     # --- issue 37 §6: launchers, spikes and the rest of rounds three and four ---
     # --- issue 39: attention heads (GQA / MQA), DyT, Muon ---
     # --- issue 38: downstream tasks ---

@@ -120,3 +120,56 @@ def test_forecast_cli_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     assert proc.stderr.strip().splitlines() == [
         f"error: {tmp_path} holds no ladder sweep (no ablation.json with a ladder)"
     ]
+
+
+def seed_points(root: Path, width: int, arm: str) -> dict[str, float]:
+    """Per-seed losses at the rung's best LR (the lowest mean over seeds), keyed by seed."""
+    by_lr: dict[float, dict[str, float]] = {}
+    for job in root.iterdir():
+        if not (job / "metrics.json").is_file():
+            continue
+        v = dict(o.split("=", 1) for o in yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()))
+        if int(v["model.n_embd"]) == width and v["model/ffn"] == arm:
+            loss = json.loads((job / "metrics.json").read_text())["final_val_loss"]
+            by_lr.setdefault(float(v["optim.lr"]), {})[v["seed"]] = loss
+    return min(by_lr.values(), key=lambda seeds: float(np.mean(list(seeds.values()))))
+
+
+def bootstrap_interval(d: np.ndarray) -> tuple[float, float, float]:
+    """mean ± t(0.975, n−1)·SE, SE the spread of the mean over every ordered resample of the n
+    per-seed values (each resample moved to m + sqrt(n/(n−1))·(mean − m)), written out here."""
+    from itertools import product
+
+    from scipy import stats
+
+    n, m = len(d), float(d.mean())
+    means = np.array([d[list(draw)].mean() for draw in product(range(n), repeat=n)])
+    se = float(np.sqrt(n / (n - 1)) * means.std())
+    half = float(stats.t.ppf(0.975, n - 1)) * se
+    return m, m - half, m + half
+
+
+def test_the_held_out_gaps_measured_interval_is_the_paired_bootstrap_of_arm_minus_baseline(
+    tmp_path: Path,
+) -> None:
+    """The measured gap at a held-out rung: swiglu − gelu seed by seed (a seed's data order is shared
+    by both arms, so the pair's difference varies less than either loss), bootstrapped here with
+    numpy over every resample of the 3 seeds and checked against scipy's t interval of the mean
+    difference. An interval from one arm's resamples alone is wider: the test checks it can tell."""
+    from scipy import stats
+
+    make_sweep(tmp_path, LAWS, widths=FIVE)
+    rows = _rows(write_report(tmp_path, figures=False), HEADING)
+    held = {(r["held-out rung"].split(" ")[0], r["quantity"]): r for r in rows}
+    for rung in (96, 120):
+        arm, base = seed_points(tmp_path, rung, "swiglu"), seed_points(tmp_path, rung, "gelu")
+        assert sorted(arm) == sorted(base) and len(arm) == 3
+        d = np.array([arm[s] - base[s] for s in sorted(arm)])
+        value, low, high = bootstrap_interval(d)
+        t_low, t_high = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+        assert (low, high) == pytest.approx((t_low, t_high), abs=1e-12)  # the same interval, by formula
+        shown = _num(held[(f"model.n_embd={rung}", "`swiglu − gelu`")]["measured [95% CI]"])
+        assert shown == pytest.approx((value, low, high), abs=1.5e-4)  # 4 decimals printed
+        one_arm = np.array([arm[s] for s in sorted(arm)])
+        _, a_low, a_high = bootstrap_interval(one_arm)
+        assert abs((a_high - a_low) - (high - low)) > 1e-3  # the unpaired width would not pass
