@@ -375,6 +375,14 @@ MUTANTS: list[Mutant] = [
     Mutant("held_out_gap_one_arm", "analysis/ladder_held_out.py",
            "(boot_y[:, h, k] - boot_y[:, h, kb]).mean(-1)", "boot_y[:, h, k].mean(-1)",
            "the held-out gap's measured interval from one arm's resamples, not the paired arm − baseline"),
+    Mutant("plan_cli_headroom_ignored", "planning/cli.py", "p = plan(setup, gpu, opts.mfu, opts.headroom)",
+           "p = plan(setup, gpu, opts.mfu)", "plan.headroom= does not reach the fit verdict"),
+    Mutant("plan_bigger_gpu_whole_memory", "planning/plan.py",
+           "p.memory.peak <= usable_bytes(g, headroom) and g != gpu",
+           "p.memory.peak <= g.memory_gib * GIB and g != gpu",
+           "'a GPU it fits as it is' judged against the whole memory, not the usable part"),
+    Mutant("plan_bf16_true_fp32_state", "planning/step.py", "model.to(torch.bfloat16)",
+           "model.to(torch.float32)", "bf16-true planned with fp32 parameters, gradients and AdamW state"),
     # --- issue 37 §6: launchers, spikes and the rest of rounds three and four ---
     # --- issue 39: attention heads (GQA / MQA), DyT, Muon ---
     # --- issue 38: downstream tasks ---
