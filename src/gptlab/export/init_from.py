@@ -40,6 +40,12 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
             f"model.qk_norm=True cannot start from model.init_from={str(path)!r}: Llama and GPT-2 "
             "checkpoints have no query/key norm; accepted: model.qk_norm=false with model.init_from"
         )
+    if base.norm == "dyt":  # the checkpoint's norms are RMSNorm or LayerNorm: DyT is a new model
+        raise ValueError(
+            f"model.norm='dyt' cannot start from model.init_from={str(path)!r}: Llama and GPT-2 "
+            "checkpoints normalise (RMSNorm, LayerNorm) and hold no DyT α; accepted: model.norm=rmsnorm "
+            "or layernorm with model.init_from"
+        )
     if vocab_size is not None and hf_cfg.vocab_size < vocab_size:
         raise ValueError(
             f"model.init_from={str(path)!r} has vocab_size={hf_cfg.vocab_size}, fewer than the "

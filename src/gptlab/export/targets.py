@@ -32,6 +32,11 @@ def check_exportable(cfg: GPTConfig) -> str:
             "GPT2LMHeadModel (no output multiplier or 1/d_head attention scale there); accepted: "
             "parametrization sp, or mup at its base width (where it equals SP)"
         )
+    if cfg.norm == "dyt":
+        raise ValueError(
+            "model.norm='dyt' cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel (Hugging Face "
+            "has no DyT layer: both normalise, with RMSNorm or LayerNorm); accepted: rmsnorm or layernorm"
+        )
     if cfg.qk_norm:
         raise ValueError(
             "model.qk_norm=True cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel "

@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-NORMS = ("rmsnorm", "layernorm")
+NORMS = ("rmsnorm", "layernorm", "dyt")  # dyt: Dynamic Tanh, no normalisation (model/norms.py)
 PLACEMENTS = ("pre", "post", "sandwich", "deepnorm")
 GATED_FFNS = ("swiglu", "geglu", "reglu")
 UNGATED_FFNS = ("gelu", "gelu_tanh", "relu")
@@ -49,6 +49,7 @@ class GPTConfig:
     n_embd: int = 128
     norm: str = "rmsnorm"
     norm_eps: float = 1e-5
+    dyt_alpha0: float = 0.5  # norm=dyt: every site's α at init (Zhu et al. 2025's default)
     norm_placement: str = "pre"
     ffn: str = "swiglu"
     ffn_hidden: int | None = None  # None: 4·d ungated, 8/3·d gated (rounded up to ffn_multiple_of)
@@ -104,6 +105,7 @@ class GPTConfig:
         _choice("activation_checkpointing", self.activation_checkpointing, ACTIVATION_CHECKPOINTING)
         _choice("parametrization", self.parametrization, PARAMETRIZATIONS)
         _positive("norm_eps", self.norm_eps)
+        _positive("dyt_alpha0", self.dyt_alpha0)
         _positive("rope_theta", self.rope_theta)
         if self.n_embd % self.n_head != 0:
             raise ValueError(
@@ -132,6 +134,12 @@ class GPTConfig:
                 )
         else:
             _positive("init_std", self.init_std, also=f" or the string '{INIT_STD_RULE}'")
+        if self.norm == "dyt" and self.norm_placement == "deepnorm":
+            raise ValueError(
+                "model.norm=dyt cannot be combined with model.norm_placement=deepnorm: DeepNet's α and β "
+                "are derived for a norm that rescales α·x + F(x), which DyT does not; accepted: "
+                "placement pre, post or sandwich"
+            )
         if self.norm_placement == "deepnorm" and self.depth_scaled_init != "none":
             raise ValueError(
                 f"model.depth_scaled_init={self.depth_scaled_init!r} cannot be combined with "

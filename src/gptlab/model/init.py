@@ -59,9 +59,12 @@ def deepnorm_std(cfg: GPTConfig, name: str, shape: torch.Size | tuple[int, ...])
 
 
 def recipe(cfg: GPTConfig, name: str, shape: torch.Size | tuple[int, ...] = ()) -> float | str:
-    """The recipe table: the target std of parameter `name` (of `shape`), or 'ones' / 'zeros'."""
+    """The recipe table: the target std of parameter `name` (of `shape`), or 'ones' / 'zeros' /
+    'dyt_alpha0' (a DyT site's α: the constant model.dyt_alpha0)."""
     if name.endswith(".bias"):
         return "zeros"  # no reason to break symmetry twice
+    if name.endswith(".alpha"):
+        return "dyt_alpha0"  # DyT's scale inside tanh: model.dyt_alpha0 at every site
     if "norm" in name.rsplit(".", 2)[-2]:
         return "ones"  # every norm starts as identity, so the block begins as a pass-through
     if cfg.norm_placement == "deepnorm" and (std := deepnorm_std(cfg, name, shape)) is not None:
@@ -81,5 +84,7 @@ def init_weights(model: nn.Module, cfg: GPTConfig) -> None:
             nn.init.zeros_(p)
         elif target == "ones":
             nn.init.ones_(p)
+        elif target == "dyt_alpha0":
+            nn.init.constant_(p, cfg.dyt_alpha0)
         else:
             nn.init.normal_(p, mean=0.0, std=float(target))
