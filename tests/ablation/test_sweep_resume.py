@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import yaml
 from gptlab.analysis.jobs import read_csv_log
 from tests.conftest import REPO
 from tests.distributed.test_multirun import wandb_records
+from tests.waiting import SUITE_LIMIT_S, ended, wait_until
 
 pytestmark = pytest.mark.slow
 STEPS = 150
@@ -76,13 +76,9 @@ def _kill_mid_job(sweep: Path, cache: Path, sig: int) -> None:
     )
     ckpt = sweep / "1" / "checkpoints" / "last.ckpt"
     try:
-        deadline = time.monotonic() + 300
-        while not ckpt.is_file():
-            assert proc.poll() is None, proc.communicate()[0][-3000:]
-            assert time.monotonic() < deadline, "job 1 wrote no checkpoint in time"
-            time.sleep(0.02)
+        wait_until(ckpt.is_file, "job 1's first checkpoint", gone=ended(proc), poll_s=0.02)
         proc.send_signal(sig)
-        proc.communicate(timeout=120)
+        proc.communicate(timeout=SUITE_LIMIT_S)
     finally:
         if proc.poll() is None:
             proc.kill()

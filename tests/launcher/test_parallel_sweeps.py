@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from gptlab.ablation.grid import grid_identity
 from gptlab.analysis.tables import parse_table
 from tests.conftest import QUICK_ENV, REPO, TINY, run_script
 from tests.distributed.test_multirun import wandb_records
+from tests.waiting import SUITE_LIMIT_S, ended, wait_until
 
 PROBE = REPO / "tests" / "launcher" / "probe_app" / "app.py"
 TABLES = ("#### Arms", "#### Against the baseline", "#### Final val loss by LR, mean [95% CI] over seeds")
@@ -257,19 +257,21 @@ def test_sigterm_to_the_sweep_checkpoints_every_running_job_and_a_rerun_resumes(
     ]  # fmt: skip
     env = {**os.environ, **QUICK_ENV, "WANDB_MODE": "offline"}
     sweep = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:  # both slots busy, past the start of fit (csv rows written)
-        rows = [p for p in out.glob("*/csv/metrics.csv") if len(p.read_text().splitlines()) > 2]
-        if len(rows) >= 2:
-            break
-        time.sleep(0.2)
-    else:
+    try:  # both slots busy, past the start of fit (csv rows written)
+        wait_until(
+            lambda: (
+                len([p for p in out.glob("*/csv/metrics.csv") if len(p.read_text().splitlines()) > 2]) >= 2
+            ),
+            "both slots' jobs to train",
+            gone=ended(sweep),
+        )
+    except AssertionError:
         sweep.kill()
-        pytest.fail("the two jobs did not start training in time")
+        raise
     pids = _descendants(sweep.pid)
     assert len(pids) >= 2
     sweep.send_signal(signal.SIGTERM)
-    _, err = sweep.communicate(timeout=180)
+    _, err = sweep.communicate(timeout=SUITE_LIMIT_S)
     assert sweep.returncode == 143, err[-3000:]
     assert not [p for p in pids if _alive(p)]  # no job trains on as an orphan
     states = {

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,6 +25,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.launcher.fake_slurm import install
+from tests.waiting import SUITE_LIMIT_S, ended, wait_until
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
 
@@ -94,7 +95,7 @@ def test_the_readme_command_submits_one_array_with_the_serial_losses(
     cmd = sweep_command(
         out, cache, "hydra.launcher.partition=cpu", "trainer.accelerator=cpu", "hydra.sweeper.seeds=1"
     )
-    proc = subprocess.run(cmd, cwd=REPO, env=cluster, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=REPO, env=cluster, capture_output=True, text=True, timeout=SUITE_LIMIT_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (script,) = submitted(cluster)
     lines = sbatch_lines(script)
@@ -117,7 +118,7 @@ def test_a_gpu_array_asks_for_its_gpus_and_a_task_that_fails_fails_the_sweep(
         out, tmp_path / "cache", "hydra.launcher.partition=gpu", *ONE_LR, "trainer.accelerator=gpu",
         "trainer.devices=2", "hydra.launcher.wckey=ablations",
     )  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, env=cluster, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=REPO, env=cluster, capture_output=True, text=True, timeout=SUITE_LIMIT_S)
     (script,) = submitted(cluster)
     lines = sbatch_lines(script)
     assert {"#SBATCH --gpus-per-node=2", "#SBATCH --ntasks-per-node=2", "#SBATCH --wckey=ablations"} <= lines
@@ -126,19 +127,6 @@ def test_a_gpu_array_asks_for_its_gpus_and_a_task_that_fails_fails_the_sweep(
     assert "2 job(s) of the sweep failed" in proc.stderr
     for k in ("0", "1"):
         assert json.loads((out / k / "metrics.json").read_text())["status"] == "failed"
-
-
-def wait_for(condition, sweep: subprocess.Popen, timeout: float, what: str) -> None:  # noqa: ANN001
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return
-        if sweep.poll() is not None:
-            raise AssertionError(
-                f"the sweep ended (exit {sweep.returncode}) before {what}: {sweep.stderr.read()}"
-            )
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def running_step_pid(env: dict[str, str], key: str) -> int | None:
@@ -160,11 +148,41 @@ def running_task(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        wait_for(lambda: job_status(job_dir) == "running" and running_step_pid(env, key), sweep, 300, key)
+        wait_until(
+            lambda: job_status(job_dir) == "running" and running_step_pid(env, key),
+            f"task {key} to train",
+            gone=task_over(sweep, env, key),
+        )
         yield sweep, running_step_pid(env, key)
     finally:
         if sweep.poll() is None:
             sweep.kill()
+
+
+def task_over(sweep: subprocess.Popen, env: dict[str, str], key: str) -> Callable[[], str | None]:
+    """Why a wait on task `key` can no longer succeed: the sweep exited, or the fake SLURM's job
+    table says the task ended (a task that is pending or running may still get there)."""
+    sweep_ended = ended(sweep)
+
+    def check() -> str | None:
+        try:
+            state = task(env, key).get("state")
+        except (OSError, ValueError):  # not submitted yet
+            state = None
+        if state in ("COMPLETED", "FAILED", "CANCELLED"):
+            return f"the fake SLURM says task {key} is {state}"
+        return sweep_ended()
+
+    return check
+
+
+def csv_rows(path: Path) -> int:
+    """Training rows the run's CSV log holds so far (Lightning flushes it every 100 steps)."""
+    try:
+        with path.open(newline="") as f:
+            return sum(1 for r in csv.DictReader(f) if r.get("train/loss"))
+    except (OSError, csv.Error):
+        return 0
 
 
 def job_status(job_dir: Path) -> str | None:
@@ -184,7 +202,7 @@ def test_a_task_killed_outright_counts_as_failed_with_its_signal(
     cmd = sweep_command(out, tmp_path / "cache", *ONE_LR, "trainer.max_steps=300", "trainer.accelerator=cpu")
     with running_task(cmd, cluster, out / "1", "4200_1") as (sweep, pid):
         os.kill(pid, signal.SIGKILL)
-        _, stderr = sweep.communicate(timeout=300)
+        _, stderr = sweep.communicate(timeout=SUITE_LIMIT_S)
     assert task(cluster, "4200_1")["exit_code"] == "0:9"
     assert sweep.returncode == 2, stderr[-3000:]
     failed = json.loads((out / "1" / "metrics.json").read_text())
@@ -215,11 +233,16 @@ def test_usr2_saves_last_ckpt_requeues_and_the_task_resumes(tmp_path: Path, clus
         "trainer.accelerator=cpu",
     )  # fmt: skip
     with running_task(cmd, cluster, out / "0", "4200") as (sweep, _):
-        # a USR2 before training starts has nothing to save and is ignored: send until one is taken
+        # past step 0 (the CSV's first flush), so the checkpoint is mid-run: a USR2 taken at the first
+        # step boundary saves step 0, and one before fit starts has nothing to save and is ignored
+        log = out / "0" / "csv" / "metrics.csv"
+        wait_until(
+            lambda: csv_rows(log) > 0, "task 4200 to log a step", gone=task_over(sweep, cluster, "4200")
+        )
         while task(cluster, "4200")["restarts"] == 0 and sweep.poll() is None:
             subprocess.run(["scancel", "--signal=USR2", "4200"], env=cluster, check=True)
             time.sleep(1.0)
-        _, stderr = sweep.communicate(timeout=600)
+        _, stderr = sweep.communicate(timeout=SUITE_LIMIT_S)
     assert sweep.returncode == 0, stderr[-3000:]
     assert task(cluster, "4200")["restarts"] >= 1 and task(cluster, "4200")["state"] == "COMPLETED"
     job = out / "0"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,8 @@ import lightning as L
 import pytest
 import torch
 import torch.multiprocessing as mp
+
+from tests.waiting import join
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 STOP, STEPS = 4, 8
@@ -37,7 +38,6 @@ RUN = [
     "logger=csv",
 ]
 STRATEGIES = {"ddp": ["trainer.strategy=ddp"], "fsdp": ["trainer=fsdp"]}
-TIMEOUT = 240
 
 
 class RankLosses(L.Callback):
@@ -128,12 +128,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ctx = mp.start_processes(
             _worker, args=(root, cache, ports), nprocs=2, join=False, start_method="spawn"
         )
-        deadline = time.monotonic() + TIMEOUT
-        while not ctx.join(timeout=5):
-            if time.monotonic() > deadline:
-                for p in ctx.processes:
-                    p.kill()
-                pytest.fail(f"the 2-process runs did not finish in {TIMEOUT} s")
+        join(ctx, "the 2-process runs")
     return root
 
 

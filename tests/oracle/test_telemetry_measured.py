@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ import pytest
 import torch
 
 from tests.training import rel_harness
+from tests.waiting import join
 
 REPO = Path(__file__).resolve().parents[2]
 REL = 1e-5
@@ -316,12 +316,7 @@ def test_ddp_telemetry_counts_replicas_once(tmp_path: Path, monkeypatch: pytest.
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     ctx = mp.start_processes(ddp_fit, args=(tmp_path, port), nprocs=2, join=False, start_method="spawn")
-    deadline = time.monotonic() + 300
-    while not ctx.join(timeout=5):
-        if time.monotonic() > deadline:
-            for proc in ctx.processes:
-                proc.kill()
-            pytest.fail("the 2-process DDP fit did not finish in 300 s")
+    join(ctx, "the 2-process DDP fit")
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert all(r["world"] == 2 for r in ranks)
     # DDP: both ranks hold the same all-reduced gradient, so one rank's local measure is the global one
