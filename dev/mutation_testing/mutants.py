@@ -365,6 +365,19 @@ MUTANTS: list[Mutant] = [
            "10% headroom: a plan that fits reserves more than the GPU has (torchtitan's anchors)"),
     # --- issue 37 §1: sweep status, progress lines, the wandb view's run set ---
     # --- issue 37 §2-3: tokenizers (ordinary text, .tiktoken refusals, the BPE fast path's guard) ---
+    Mutant("hf_special_tokens_read", "data/tokenizers/hf.py", "self.tok = ordinary(tok)", "self.tok = tok",
+           "tokenizers' encoder turns a <|endoftext|> written in a document into the EOS id"),
+    Mutant("tiktoken_threads_special", "data/tokenizers/tiktoken_bpe.py",
+           "parts = pool.map(lambda chunk: [enc.encode_ordinary(t) for t in chunk], chunks)",
+           'parts = pool.map(lambda chunk: [enc.encode(t, allowed_special="all") for t in chunk], chunks)',
+           "tiktoken's threaded batches turn a <|endoftext|> written in a document into the EOS id"),
+    Mutant("tiktoken_guard_lengths_only", "data/tokenizers/tiktoken_bpe.py", "if a != b.ids:",
+           "if len(a) != len(b.ids):", "the fast path's equality check compares ids by length only"),
+    Mutant("tiktoken_max_vocab_unchecked", "data/tokenizers/tiktoken_encodings.py", "if vocab > MAX_VOCAB:",
+           "if False:", "a rank of 2^31 is packed, then dies allocating a 6 TiB embedding"),
+    Mutant("tiktoken_repeat_line_unnamed", "data/tokenizers/tiktoken_encodings.py",
+           "repeats the {what} of line {first}; ", "repeats the {what} of line {n}; ",
+           "a repeated token or rank names its own line, not the line it repeats"),
     # --- issue 37 §6: CSV log across resumes, the ladder's held-out gap, the planner ---
     Mutant("csv_resume_rerun_step_twice", "training/loggers.py", 'if int(float(r["step"])) < first',
            'if int(float(r["step"])) <= first',

@@ -22,7 +22,9 @@ from tiktoken.load import load_tiktoken_bpe
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
 from gptlab.data.tokenizers import EOT, BPETokenizer
+from gptlab.data.tokenizers.hf import HFTokenizer
 from gptlab.data.tokenizers.tiktoken_bpe import GPT2_PATTERN
+from gptlab.data.tokenizers.tiktoken_encodings import TiktokenTokenizer
 
 WORDS = "the cat sat on a mat and talked about tokenizers end of text".split()
 QUOTING = f"A tokenizer marks the end with {EOT} and then{EOT}goes on; see <|endoftext|>."
@@ -79,8 +81,13 @@ def oracle(kind: str, corpus: Path, cache: Path) -> tuple[Callable[[str], list[i
     return (lambda t: tok.encode(t, add_special_tokens=False).ids), tok.token_to_id(EOT)
 
 
+@pytest.mark.parametrize("threads", [1, 2])  # tiktoken's batches: in this thread, or split over two
 @pytest.mark.parametrize("kind", list(SETTINGS))
-def test_endoftext_in_a_document_is_ordinary_text(kind: str, corpus: Path, tmp_path: Path) -> None:
+def test_endoftext_in_a_document_is_ordinary_text(
+    kind: str, threads: int, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for cls in (HFTokenizer, TiktokenTokenizer):
+        monkeypatch.setattr(cls, "threads", threads)
     settings = dict(SETTINGS[kind])
     for key in ("tokenizer_path", "tiktoken_encoding"):
         if key in settings:
