@@ -29,13 +29,15 @@ from gptlab.data.resolve import resolve
 from gptlab.data.spec import same_tokenizer, write_tokenizer
 from gptlab.data.tokenizer_files import TOKENIZER_FILE
 from gptlab.data.tokenizers import pretrained_file
+from gptlab.training.tasks.run import evaluate_tasks, task_report
 from gptlab.training.validation import loss_sum_and_count, val_metrics
 
 SPLITS = ("val", "train")
 USAGE = (
     "usage: python evaluate.py ckpt_path=<.ckpt | consolidated file | HF dir> [data=<preset>] "
     "[data.<field>=<value> ...] [split=val|train] [batch_size=N] [device=cpu]; "
-    "data.val_windows=N scores N windows spread over the split (0: all)"
+    "data.val_windows=N scores N windows spread over the split (0: all); "
+    "task=<file.jsonl>[,<file.jsonl>...] scores multiple-choice tasks instead (docs/evaluation.md)"
 )
 log = logging.getLogger("gptlab.evaluate")
 
@@ -48,6 +50,7 @@ class EvaluateConfig:
     split: str = "val"
     batch_size: int | None = None  # None: data.batch_size (the loss does not depend on it)
     device: str = "cpu"
+    task: str | None = None  # multiple-choice task files instead of the split's loss
 
 
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -137,18 +140,32 @@ def score(model: Any, loader: Any, device: torch.device, desc: str) -> torch.Ten
     return totals
 
 
+def torch_device(name: str) -> torch.device:
+    """A torch device this machine has."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as e:
+        raise ValueError(f"device={name!r} is not a torch device: {e}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={name!r} but this machine has no GPU; use device=cpu")
+    return device
+
+
 def evaluate(cfg: EvaluateConfig, data_overrides: list[str]) -> dict[str, Any]:
-    """Mean next-token loss over the split's scored windows, with its perplexity and bits per byte."""
+    """Mean next-token loss over the split's scored windows, with its perplexity and bits per byte;
+    with task=, each task's accuracy instead (gptlab.training.tasks)."""
+    device = torch_device(cfg.device)
+    if cfg.task is not None:
+        if data_overrides:
+            raise ValueError(
+                f"{data_overrides[0]!r} does not apply with task= (tasks read their own files); "
+                "accepted with task=: ckpt_path, batch_size, device"
+            )
+        return evaluate_tasks(cfg.ckpt_path, cfg.task, cfg.batch_size, device)
     raw, _ = compose_raw(data_overrides)
     data: DataConfig = OmegaConf.to_object(raw.data)  # type: ignore[assignment]
     if cfg.batch_size is not None:
         data = dataclasses.replace(data, batch_size=cfg.batch_size)
-    try:
-        device = torch.device(cfg.device)
-    except RuntimeError as e:
-        raise ValueError(f"device={cfg.device!r} is not a torch device: {e}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={cfg.device!r} but this machine has no GPU; use device=cpu")
     model, spec = load_checkpoint(cfg.ckpt_path)
     model = model.to(device).eval()
     data = data_for_checkpoint(data, spec)
@@ -186,6 +203,8 @@ def evaluate(cfg: EvaluateConfig, data_overrides: list[str]) -> dict[str, Any]:
 
 def report(cfg: EvaluateConfig, result: dict[str, Any]) -> str:
     """The metrics as a small table, one line each."""
+    if "tasks" in result:
+        return task_report(cfg.ckpt_path, result)
     return "\n".join(
         [
             f"checkpoint  {cfg.ckpt_path}",

@@ -1,0 +1,11 @@
+"""Downstream multiple-choice tasks: read a task file, score a checkpoint's choices, report accuracy.
+
+formats reads HellaSwag's jsonl and a plain {"context", "choices", "answer"} jsonl into `Item`s;
+scoring computes each choice's log-likelihood given its context in padded batches; run ties them to
+evaluate.py's `task=` argument. docs/evaluation.md describes the metrics.
+"""
+
+from gptlab.training.tasks.formats import Item, read_task
+from gptlab.training.tasks.scoring import TaskResult, choice_loglikelihoods, summarize
+
+__all__ = ["Item", "TaskResult", "choice_loglikelihoods", "read_task", "summarize"]

@@ -1,0 +1,77 @@
+"""evaluate.py task=...: read the named task files, score the checkpoint on each, print a table."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gptlab.checkpoints import load_model
+from gptlab.training.tasks.formats import ACCEPTED, Item, read_task
+from gptlab.training.tasks.scoring import choice_loglikelihoods, summarize
+
+BUILTIN: tuple[str, ...] = ()  # named tasks built from our corpora (none yet)
+DEFAULT_BATCH = 16  # requests (context + one choice) per forward
+COLUMNS = ("task", "acc", "acc_norm", "items", "chance", "bpb", "cut")
+log = logging.getLogger("gptlab.evaluate")
+
+
+def task_names(spec: str) -> list[str]:
+    """task=a.jsonl,b.jsonl -> the names, each a task file or a built-in task."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise ValueError(
+            f"task= is empty; accepted: a task file path, or several separated by commas; {ACCEPTED}"
+        )
+    for name in names:
+        if name not in BUILTIN and not name.endswith(".jsonl") and not Path(name).exists():
+            known = f"; built-in: {', '.join(BUILTIN)}" if BUILTIN else "; there are no built-in tasks yet"
+            raise ValueError(
+                f"task={name!r} is neither a task file nor a known task; accepted: a .jsonl file "
+                f"path (HellaSwag or {{context, choices, answer}}, docs/evaluation.md){known}"
+            )
+    return names
+
+
+def evaluate_tasks(ckpt_path: str, spec: str, batch_size: int | None, device: torch.device) -> dict[str, Any]:
+    """{"tasks": [(name, metrics)], "block_size": ...}; every file is read and checked before the
+    model loads, so a bad line costs no model load and nothing is scored."""
+    tasks: list[tuple[str, list[Item]]] = [(n, read_task(n)) for n in task_names(spec)]
+    model, tokenizer = load_model(ckpt_path, str(device))
+    model.eval()
+    out = []
+    for name, items in tasks:
+        result = choice_loglikelihoods(model, tokenizer, items, batch_size or DEFAULT_BATCH, device)
+        if result.cut:
+            log.warning(
+                "%s: %d of %d items had their context cut from the left to fit block_size=%d",
+                name, result.cut, len(items), model.cfg.block_size,
+            )  # fmt: skip
+        out.append((name, summarize(result)))
+    return {"tasks": out, "block_size": int(model.cfg.block_size)}
+
+
+def task_report(ckpt_path: str, result: dict[str, Any]) -> str:
+    """One row per task: acc, acc_norm, items, chance, bpb and the items whose context was cut."""
+    rows = [COLUMNS] + [
+        (
+            name,
+            f"{m['acc']:.4f}",
+            f"{m['acc_norm']:.4f}",
+            str(m["items"]),
+            f"{m['chance']:.4f}",
+            f"{m['bpb']:.4f}",
+            str(m["cut"]),
+        )
+        for name, m in result["tasks"]
+    ]
+    widths = [max(len(r[k]) for r in rows) for k in range(len(COLUMNS))]
+    table = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    footer = (
+        f"acc, acc_norm: argmax of the choices' log-likelihood, raw and per byte; bpb: bits per byte "
+        f"of the right continuation; cut: items whose context was cut from the left to fit "
+        f"block_size={result['block_size']}"
+    )
+    return "\n".join([f"checkpoint  {ckpt_path}", *table, footer])

@@ -1,0 +1,164 @@
+"""Log-likelihood of each choice's continuation given its context, and the task metrics from them.
+
+A request is one (context, continuation) pair. As lm-eval-harness splits it: trailing spaces of the
+context move to the continuation, the whole string is encoded and the continuation's tokens are the
+ones after the context's own encoding. Only continuation tokens are scored. Requests are batched
+longest first and right-padded: GPT.forward is causal, so padding after a sequence leaves its real
+positions' logits unchanged, and the batch size changes the numbers only by float rounding
+(acc and acc_norm agree; log-likelihoods to ~1e-6). A sequence longer than
+block_size + 1 tokens loses tokens from the left of its context (counted in `cut`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from gptlab.training.tasks.formats import Item
+
+
+@dataclass
+class TaskResult:
+    """Per item: each choice's log-likelihood (nats) and token count; `cut`: items whose context
+    was cut from the left."""
+
+    items: list[Item]
+    loglikelihoods: list[list[float]]
+    tokens: list[list[int]]
+    cut: int
+
+
+def split_request(context: str, continuation: str) -> tuple[str, str]:
+    """lm-eval's split: the context's trailing spaces belong to the continuation."""
+    n = len(context) - len(context.rstrip(" "))
+    return (context[:-n], context[-n:] + continuation) if n else (context, continuation)
+
+
+def encode_request(tokenizer: Any, context: str, continuation: str, where: str = "") -> tuple[list[int], int]:
+    """(context + continuation tokens, how many of them are the continuation's).
+
+    As in lm-eval, a merge across the boundary counts as the context's: "Stac" + "k:" may score
+    only ":" when the tokenizer merges "ck".
+    """
+    context, continuation = split_request(context, continuation)
+    whole = [int(t) for t in tokenizer.encode(context + continuation)]
+    n_context = len(tokenizer.encode(context))
+    n_cont = len(whole) - n_context
+    if n_cont < 1:
+        raise ValueError(
+            f"{where}the continuation {continuation!r} adds no tokens after its context (the tokenizer "
+            "merges it into the context's last token); accepted: a choice that starts a new token, e.g. "
+            "after a space"
+        )
+    return whole, n_cont
+
+
+def requests(items: list[Item]) -> list[tuple[int, int, str, str]]:
+    """(item index, choice index, context, continuation) for every choice of every item."""
+    return [
+        (i, j, item.context, item.delimiter + choice)
+        for i, item in enumerate(items)
+        for j, choice in enumerate(item.choices)
+    ]
+
+
+def _batch_loglikelihoods(
+    model: Any, batch: list[tuple[list[int], int]], device: torch.device
+) -> list[float]:
+    """Σ log p(continuation token) for each (tokens, n_cont) of one right-padded batch.
+
+    Only each row's continuation positions go through log_softmax, on the model's device, so a
+    batch never holds a (batch, time, vocab) float copy beyond the logits themselves.
+    """
+    width = max(len(tokens) - 1 for tokens, _ in batch)
+    idx = torch.zeros(len(batch), width, dtype=torch.long)
+    for row, (tokens, _) in enumerate(batch):
+        idx[row, : len(tokens) - 1] = torch.tensor(tokens[:-1])
+    logits = model(idx.to(device))
+    out = []
+    for row, (tokens, n_cont) in enumerate(batch):
+        n_in = len(tokens) - 1
+        first = n_in - n_cont  # the position whose logits predict the continuation's first token
+        targets = torch.tensor(tokens[first + 1 :], device=logits.device)
+        logp = torch.log_softmax(logits[row, first:n_in].float(), dim=-1)
+        out.append(float(logp.gather(-1, targets[:, None]).double().sum()))
+    return out
+
+
+def choice_loglikelihoods(
+    model: Any, tokenizer: Any, items: list[Item], batch_size: int, device: torch.device
+) -> TaskResult:
+    """Every choice's log-likelihood given its context; long contexts cut from the left."""
+    block = int(model.cfg.block_size)
+    encoded: list[tuple[list[int], int]] = []
+    cut_items: set[int] = set()
+    for i, j, context, continuation in requests(items):
+        where = f"{items[i].where or f'item {i + 1}'} choice {j}"
+        tokens, n_cont = encode_request(tokenizer, context, continuation, f"{where}: ")
+        if n_cont > block:
+            raise ValueError(
+                f"{where} is {n_cont} tokens long, more than model.block_size={block}; "
+                f"accepted: continuations of at most {block} tokens"
+            )
+        if len(tokens) > block + 1:
+            tokens = tokens[-(block + 1) :]
+            cut_items.add(i)
+        encoded.append((tokens, n_cont))
+    order = sorted(range(len(encoded)), key=lambda k: -len(encoded[k][0]))
+    flat = [0.0] * len(encoded)
+    starts = range(0, len(order), batch_size)
+    with torch.inference_mode():
+        for start in tqdm(starts, desc="score choices", unit="batch", disable=None, leave=False):
+            chunk = order[start : start + batch_size]
+            for k, ll in zip(
+                chunk, _batch_loglikelihoods(model, [encoded[k] for k in chunk], device), strict=True
+            ):
+                flat[k] = ll
+    lls: list[list[float]] = [[] for _ in items]
+    n_tokens: list[list[int]] = [[] for _ in items]
+    for (i, _j, _c, _t), ll, (_, n_cont) in zip(requests(items), flat, encoded, strict=True):
+        lls[i].append(ll)
+        n_tokens[i].append(n_cont)
+    return TaskResult(items, lls, n_tokens, len(cut_items))
+
+
+def _argmax(values: list[float]) -> int:
+    """The first index of the largest value (ties go to the earlier choice, as numpy's argmax)."""
+    return max(range(len(values)), key=lambda k: (values[k], -k))
+
+
+def per_byte(item: Item, loglikelihoods: list[float], n_tokens: list[int]) -> list[float]:
+    """Each choice's log-likelihood over its length in UTF-8 bytes, the delimiter not counted.
+
+    lm-eval-harness's acc_norm divides by len(choice), in characters; issue 38 asks for bytes.
+    The two agree on ASCII and differ on other text (docs/evaluation.md). `n_tokens` is unused:
+    dividing by tokens would make the number depend on the tokenizer.
+    """
+    return [ll / len(c.encode("utf-8")) for ll, c in zip(loglikelihoods, item.choices, strict=True)]
+
+
+def summarize(result: TaskResult) -> dict[str, float]:
+    """acc, acc_norm, items, chance, and the bits per byte of the right continuations."""
+    acc = acc_norm = 0
+    nats = 0.0
+    n_bytes = 0
+    for item, ll, n_tok in zip(result.items, result.loglikelihoods, result.tokens, strict=True):
+        acc += _argmax(ll) == item.label
+        acc_norm += _argmax(per_byte(item, ll, n_tok)) == item.label
+        nats -= ll[item.label]
+        # the bytes scored: the continuation as split (a context's trailing spaces moved to it)
+        scored = split_request(item.context, item.delimiter + item.choices[item.label])[1]
+        n_bytes += len(scored.encode("utf-8"))
+    n = len(result.items)
+    return {
+        "acc": acc / n,
+        "acc_norm": acc_norm / n,
+        "items": n,
+        "chance": sum(1 / len(item.choices) for item in result.items) / n,
+        "bpb": nats / math.log(2) / n_bytes,
+        "cut": result.cut,
+    }
