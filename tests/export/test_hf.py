@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from gptlab.export import (
     check_exportable,
     export_hf,
     gpt_from_hf,
+    init_config,
     init_from_hf,
     load_hf,
     load_hf_config,
@@ -43,6 +45,8 @@ GPT2_SHAPE: dict[str, Any] = dict(norm="layernorm", ffn="gelu_tanh", pos_emb="le
 VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
     "llama_tied": ({}, "llama"),
     "llama_untied": ({"tie_embeddings": False}, "llama"),
+    "llama_gqa": ({"n_kv_head": 2, "tie_embeddings": False}, "llama"),  # num_key_value_heads=2
+    "llama_mqa": ({"n_kv_head": 1}, "llama"),
     "llama_bias_wide": (
         {"bias": True, "ffn_hidden": 96, "rope_theta": 500.0, "norm_eps": 1e-6, "dropout": 0.1},
         "llama",
@@ -147,6 +151,7 @@ REFUSED = [
     (GPT2_SHAPE | {"bias": False}, "bias=False", "True"),
     (GPT2_SHAPE | {"tie_embeddings": False}, "tie_embeddings=False", "True"),
     (GPT2_SHAPE | {"pos_emb": "rope"}, "pos_emb='rope'", "'learned'"),
+    (GPT2_SHAPE | {"n_kv_head": 2}, "n_kv_head=2", "None"),
 ]
 
 
@@ -238,6 +243,34 @@ def test_init_from_hf_fills_an_existing_model(tmp_path: Path) -> None:
         torch.testing.assert_close(target(idx), source(idx), rtol=0, atol=ATOL_ROUND_TRIP)
 
 
+def test_init_from_a_grouped_query_llama_dir_round_trips(tmp_path: Path) -> None:
+    """transformers' own GQA Llama (8 query heads, 2 key/value heads) -> model.init_from's config
+    and weights -> export -> transformers again: the same logits at every hop."""
+    torch.manual_seed(5)
+    llama = LlamaConfig(
+        vocab_size=256, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=64,
+    )  # fmt: skip
+    hf = LlamaForCausalLM(llama)
+    perturb(hf)
+    hf.eval().save_pretrained(tmp_path / "hf")
+    cfg = init_config(tmp_path / "hf", GPTConfig(**SMALL))  # the base's n_head / n_kv_head do not matter
+    assert (cfg.n_head, cfg.n_kv_head) == (8, 2)
+    model = GPT(cfg).eval()
+    assert model.blocks[0].attn.k_proj.weight.shape == (16, 64)
+    init_from_hf(model, tmp_path / "hf")
+    idx = tokens()
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx), hf(idx).logits, rtol=0, atol=ATOL_HF)
+    out = Path(export_hf(model, tmp_path / "back"))
+    assert json.loads((out / "config.json").read_text())["num_key_value_heads"] == 2
+    again = load_transformers(out)
+    with torch.no_grad():
+        torch.testing.assert_close(again(idx).logits, hf(idx).logits, rtol=0, atol=ATOL_HF)
+    with pytest.raises(ValueError, match=r"model\.n_kv_head=None gives 8 key/value heads \(checkpoint: 2\)"):
+        init_from_hf(GPT(replace(cfg, n_kv_head=None)), tmp_path / "hf")
+
+
 def test_init_from_hf_allows_a_shorter_learned_context(tmp_path: Path) -> None:
     source = make_model(GPT2_SHAPE)
     out = export_hf(source, tmp_path / "out")
@@ -259,7 +292,7 @@ def test_init_from_hf_names_each_mismatch(tmp_path: Path) -> None:
     assert "n_head" not in message
 
 
-@pytest.mark.parametrize("arch", ["llama_tied", "llama_untied", "gpt2"])
+@pytest.mark.parametrize("arch", ["llama_tied", "llama_untied", "llama_gqa", "gpt2"])
 def test_import_of_transformers_own_checkpoint(arch: str, tmp_path: Path) -> None:
     torch.manual_seed(3)
     if arch == "gpt2":
@@ -271,6 +304,7 @@ def test_import_of_transformers_own_checkpoint(arch: str, tmp_path: Path) -> Non
             intermediate_size=160,
             num_hidden_layers=2,
             num_attention_heads=4,
+            num_key_value_heads=2 if arch == "llama_gqa" else 4,
             max_position_embeddings=64,
             tie_word_embeddings=arch == "llama_tied",
         )
@@ -280,6 +314,7 @@ def test_import_of_transformers_own_checkpoint(arch: str, tmp_path: Path) -> Non
     hf.save_pretrained(tmp_path, max_shard_size="100KB")  # sharded: exercises the index file
     assert (tmp_path / "model.safetensors.index.json").is_file()
     model = gpt_from_hf(tmp_path)
+    assert model.cfg.kv_heads == (2 if arch == "llama_gqa" else 4)
     idx = tokens()
     with torch.no_grad():
         torch.testing.assert_close(model(idx), hf(idx).logits, rtol=0, atol=ATOL_HF)
@@ -343,7 +378,8 @@ def test_load_hf_names_missing_wrong_and_extra_tensors(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("changes", "named"),
     [
-        ({"num_key_value_heads": 2}, "num_key_value_heads=2"),
+        ({"num_key_value_heads": 3}, "num_key_value_heads=3 does not divide num_attention_heads=4"),
+        ({"num_key_value_heads": -2}, "num_key_value_heads=-2"),
         ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
         ({"rope_parameters": {"rope_type": "linear", "factor": 2.0}}, "rope_type='linear'"),
         ({"attention_bias": True}, "mlp_bias=False"),

@@ -24,6 +24,8 @@ REQUIRED: dict[str, tuple[Any, str]] = {
     "bias": (True, "every Conv1D and LayerNorm carries a bias"),
     "tie_embeddings": (True, "its lm_head is tied to wte"),
 }
+# c_attn holds q, k and v at equal widths: one key/value head per query head
+GROUPED_KV = False
 BASE_PREFIX = "transformer."
 IGNORED = re.compile(r"\.attn\.(bias|masked_bias)$")  # the causal mask some checkpoints carry
 EOS_OPENS_DOCUMENTS = True  # GPT-2's convention: <|endoftext|> opens documents too

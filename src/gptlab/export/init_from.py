@@ -97,6 +97,11 @@ def init_from_hf(model: GPT, path: str | Path) -> None:
         for f in _ARCH_FIELDS
         if getattr(cfg, f) != getattr(ckpt_cfg, f)
     ]
+    if cfg.kv_heads != ckpt_cfg.kv_heads:  # null and n_head are the same multi-head attention
+        wrong.append(
+            f"model.n_kv_head={cfg.n_kv_head!r} gives {cfg.kv_heads} key/value heads "
+            f"(checkpoint: {ckpt_cfg.kv_heads})"
+        )
     if cfg.hidden_dim != ckpt_cfg.hidden_dim:
         wrong.append(
             f"model.ffn_hidden={cfg.ffn_hidden!r} gives width {cfg.hidden_dim} "

@@ -22,6 +22,8 @@ REQUIRED: dict[str, tuple[Any, str]] = {
     "ffn": ("swiglu", "its MLP is the SiLU-gated one"),
     "pos_emb": ("rope", "it encodes positions with rotary embeddings"),
 }
+# k_proj/v_proj may have fewer heads than q_proj (num_key_value_heads: grouped-query attention)
+GROUPED_KV = True
 BASE_PREFIX = "model."
 IGNORED = re.compile(r"rotary_emb\.inv_freq$")  # a buffer some checkpoints carry; gptlab recomputes it
 EOS_OPENS_DOCUMENTS = False  # Llama has its own BOS token
@@ -60,7 +62,7 @@ def config_keys(cfg: GPTConfig) -> dict[str, Any]:
         "intermediate_size": cfg.hidden_dim,
         "num_hidden_layers": cfg.n_layer,
         "num_attention_heads": cfg.n_head,
-        "num_key_value_heads": cfg.n_head,
+        "num_key_value_heads": cfg.kv_heads,
         "head_dim": cfg.head_dim,
         "hidden_act": "silu",
         "max_position_embeddings": cfg.block_size,
@@ -81,13 +83,13 @@ def config_fields(hf: Mapping[str, Any], where: Path) -> dict[str, Any]:
     """GPTConfig fields of a config.json (transformers 4 or 5 spelling); ffn_hidden is the width."""
     n_embd, n_head = require(hf, "hidden_size", where), require(hf, "num_attention_heads", where)
     kv_heads = hf.get("num_key_value_heads") or n_head
-    if kv_heads != n_head:
+    if isinstance(n_head, int) and (not isinstance(kv_heads, int) or kv_heads < 1 or n_head % kv_heads):
         raise refuse(
             where,
             "num_key_value_heads",
             kv_heads,
-            "is grouped-query attention, which gptlab's attention does not have",
-            f"equal to num_attention_heads={n_head}",
+            f"does not divide num_attention_heads={n_head} into groups of query heads",
+            f"a divisor of {n_head} (grouped-query; {n_head}: multi-head)",
         )
     head_dim = hf.get("head_dim")
     if head_dim is not None and isinstance(n_head, int) and head_dim * n_head != n_embd:
@@ -126,6 +128,7 @@ def config_fields(hf: Mapping[str, Any], where: Path) -> dict[str, Any]:
         "block_size": hf.get("max_position_embeddings", 2048),
         "n_layer": require(hf, "num_hidden_layers", where),
         "n_head": n_head,
+        "n_kv_head": None if kv_heads == n_head else kv_heads,  # null: multi-head, as gptlab writes it
         "n_embd": n_embd,
         "norm": "rmsnorm",
         "norm_eps": hf.get("rms_norm_eps", 1e-6),

@@ -47,14 +47,7 @@ def check_exportable(cfg: GPTConfig) -> str:
             f"model.norm_placement={cfg.norm_placement!r} cannot be expressed by "
             "LlamaForCausalLM or GPT2LMHeadModel (both are pre-norm); accepted: 'pre'"
         )
-    misses = {
-        kind: [
-            (name, getattr(cfg, name), want, why)
-            for name, (want, why) in arch.REQUIRED.items()
-            if getattr(cfg, name) != want
-        ]
-        for kind, arch in ARCHS.items()
-    }
+    misses = {kind: _misses(cfg, arch) for kind, arch in ARCHS.items()}
     for kind in MODEL_TYPES:
         if not misses[kind]:
             return kind
@@ -70,3 +63,15 @@ def check_exportable(cfg: GPTConfig) -> str:
     )
     needs = ", ".join(f"{name}={want!r}" for name, _, want, _ in misses[other])
     raise ValueError(f"{reasons} (the other target, {ARCHITECTURES[other]}, would need {needs})")
+
+
+def _misses(cfg: GPTConfig, arch: ModuleType) -> list[tuple[str, object, object, str]]:
+    """(field, value, accepted, why) for each field of `cfg` that `arch` cannot reproduce."""
+    out = [
+        (name, getattr(cfg, name), want, why)
+        for name, (want, why) in arch.REQUIRED.items()
+        if getattr(cfg, name) != want
+    ]
+    if cfg.kv_heads != cfg.n_head and not arch.GROUPED_KV:
+        out.append(("n_kv_head", cfg.n_kv_head, None, "it has one key/value head per query head"))
+    return out
