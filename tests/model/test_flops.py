@@ -59,3 +59,16 @@ def test_cpu_flash_attention_is_invisible_to_the_counter() -> None:
     default = counted_flops_per_token(model, None)
     math = counted_flops_per_token(model, SDPBackend.MATH)
     assert math - default == pytest.approx(12 * L * T * d, rel=1e-6)
+
+
+@pytest.mark.parametrize("n_kv_head", [2, 1], ids=["gqa", "mqa"])
+def test_formula_matches_flop_counter_with_fewer_kv_heads(n_kv_head: int) -> None:
+    """Fewer key/value heads shrink N by k_proj and v_proj's lost columns (6·N counts them);
+    q·kᵀ and p·v still run once per query head, so the attention term 12·L·T·d is unchanged."""
+    mha = GPT(GPTConfig.from_dict(SHAPE))
+    model = GPT(GPTConfig.from_dict({**SHAPE, "n_kv_head": n_kv_head}))
+    L, d, kv = SHAPE["n_layer"], SHAPE["n_embd"], n_kv_head * SHAPE["n_embd"] // SHAPE["n_head"]
+    assert mha.flops_per_token() - model.flops_per_token() == 6 * L * 2 * d * (d - kv)
+    counted = counted_flops_per_token(model, SDPBackend.MATH)
+    assert counted < model.flops_per_token()
+    assert counted == pytest.approx(model.flops_per_token(), rel=0.01)

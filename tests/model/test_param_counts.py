@@ -141,3 +141,26 @@ def test_report_reproduces_the_seeds_tying_arithmetic():
     assert report.tying_saves == 262_144_000
     assert abs(report.tying_saves_fraction - 0.175) < 0.005
     assert report.total_tied == report.total_untied - 262_144_000
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("n_kv_head", [4, 2, 1], ids=["mha", "gqa", "mqa"])
+def test_grouped_query_attention_counts_k_and_v_at_n_kv_head_heads(n_kv_head: int, bias: bool) -> None:
+    """q and out stay d×d; k and v are d×(n_kv_head·d/H), their biases that width."""
+    cfg = make_cfg("pre", "rmsnorm", "swiglu", True, "learned", bias, n_kv_head=n_kv_head)
+    kv = n_kv_head * (D // H)
+    want = expected("pre", "rmsnorm", "swiglu", True, "learned", bias)
+    want["attention"] = L * (2 * D * D + 2 * D * kv + ((2 * D + 2 * kv) if bias else 0))
+    assert param_report(cfg).counts == want
+    assert on_meta(cfg).num_params() == sum(want.values())
+
+
+def test_llama3_8b_shape_with_8_kv_heads_has_its_published_count() -> None:
+    """Llama 3 8B (32 layers, d 4096, 32 query / 8 key-value heads, SwiGLU 14336, 128,256 ids,
+    untied): per block 2·4096² + 2·4096·1024 + 3·4096·14336 + 2·4096, plus 2·V·d and the final norm,
+    is 8,030,261,248 (the "8.03B" of its model card); with 32 key/value heads it would be 8.83B."""
+    shape = dict(
+        n_layer=32, n_embd=4096, n_head=32, ffn_hidden=14336, vocab_size=128256, tie_embeddings=False
+    )
+    assert on_meta(GPTConfig(**shape, n_kv_head=8)).num_params() == 8_030_261_248
+    assert on_meta(GPTConfig(**shape)).num_params() == 8_030_261_248 + 32 * 2 * 4096 * (4096 - 1024)

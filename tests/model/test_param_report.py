@@ -46,3 +46,19 @@ def test_fallback_reads_a_flat_preset_and_refuses_other_groups(tmp_path):
         params._config_from_overrides(tmp_path, ["optim.lr=1"])
     with pytest.raises(ValueError, match="n_head"):
         params._config_from_overrides(tmp_path, ["model.n_head=3"])
+
+
+def test_cli_counts_grouped_query_attention(capsys):
+    """The documented override path: Llama 2 7B's shape with Llama 3's 8 key/value heads; per
+    block q, out 4096² and k, v 4096·1024 (32 heads of 128, 8 of them for k and v)."""
+    assert params.main(["model=llama_7b", "model/attention=gqa", "model.n_kv_head=8"]) == 0
+    out = capsys.readouterr().out
+    assert "n_head=32 n_kv_head=8 n_embd=4096" in out
+    row = next(line for line in out.splitlines() if line.startswith("attention"))
+    assert f"{32 * (2 * 4096**2 + 2 * 4096 * 1024):,}" in row
+
+
+def test_cli_refuses_n_kv_head_that_does_not_divide_n_head(capsys):
+    assert params.main(["model.n_kv_head=3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "model.n_kv_head=3 is not accepted with model.n_head=4" in err

@@ -87,6 +87,13 @@ def test_a_plan_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
         assert what in out, what
 
 
+def test_a_grouped_query_plan_names_its_key_value_heads(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*TINY, "model/attention=gqa", "data.batch_size=4", "plan.gpu=H200", "plan.mfu=0.4"]) == 0
+    assert "4 heads (2 key/value)" in capsys.readouterr().out
+    err = one_line_error(capsys, [*TINY, "model.n_kv_head=0", "plan.gpu=H200"])
+    assert "model.n_kv_head=0 is not accepted with model.n_head=4" in err
+
+
 @pytest.mark.slow  # three fake steps of the default preset: 15-50 s on the loaded 2-core machine
 @pytest.mark.parametrize(
     ("mode", "activations", "peak"),

@@ -65,6 +65,8 @@ CASES = {
     "bf16": (cfg(), 4, 1, "bf16-mixed"),
     "fp32_accumulate": (cfg(tie_embeddings=False), 3, 2, "32-true"),
     "bf16_checkpointed": (cfg(n_layer=2, activation_checkpointing="full"), 4, 1, "bf16-mixed"),
+    "gqa_bf16": (cfg(n_kv_head=2), 4, 1, "bf16-mixed"),
+    "mqa_fp32_accumulate": (cfg(n_kv_head=1, n_layer=2), 3, 2, "32-true"),
 }
 
 
@@ -92,6 +94,27 @@ def test_adamw_state_is_two_fp32_moments_per_parameter() -> None:
     assert m.optimizer == 8 * n + 4 * tensors
     assert m.parameters == 4 * n
     assert m.gradients == 4 * n
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+@pytest.mark.parametrize("n_kv_head", [2, 1], ids=["gqa", "mqa"])
+def test_fewer_kv_heads_plan_k_and_v_at_their_own_width(n_kv_head: int, device: str) -> None:
+    """Against multi-head attention, by formula: k_proj and v_proj lose 2·d·(d - n_kv_head·d_h)
+    parameters a block (fp32 weights: 4 bytes, AdamW's moments: 8), and SDPA keeps k and v for its
+    backward at n_kv_head heads (no repeated copy): 2·B·T·(d - n_kv_head·d_h) fp32 values a block
+    fewer activations; nothing else moves."""
+    L, B, d, T = 2, 8, 256, 64
+    shape = {"n_layer": L, "n_head": 8, "n_embd": d, "block_size": T}
+    mha, gqa = (
+        measure(Setup(cfg(**shape, n_kv_head=kv), OPTIM, B, precision="32-true", device=device))
+        for kv in (None, n_kv_head)
+    )
+    lost = d - n_kv_head * d // 8
+    assert mha.parameters - gqa.parameters == 4 * L * 2 * d * lost
+    assert mha.optimizer - gqa.optimizer == 8 * L * 2 * d * lost
+    assert mha.activations - gqa.activations == 4 * L * 2 * B * T * lost
+    for part in ("gradients", "temporaries", "other"):
+        assert mha.part(part) == gqa.part(part), part
 
 
 def test_fsdp_shards_per_device_as_dim0_chunks() -> None:

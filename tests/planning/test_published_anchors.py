@@ -13,20 +13,20 @@ them. The planner's peak is allocated bytes (tensors alive at once). Three ancho
 - Table 3, FSDP (eager): the same on 128 GPUs: 67.0 GiB.
 
 Each is planned as gptlab's nearest config: the 8B shape (32 layers, d 4096, SwiGLU 14336, 128,256
-ids, untied) with FSDP2 over 8 or 128 devices, bf16 and full checkpointing. Two differences are
-accounted for, not hidden in the tolerance:
+ids, untied, grouped-query attention with 8 key/value heads as torchtitan's: 8.03B parameters) with
+FSDP2 over 8 or 128 devices, bf16 and full checkpointing. One difference is accounted for, not
+hidden in the tolerance:
 
 - op-level selective checkpointing (torchtitan parallelize_llama.py, `_save_list` and its
   `mm_count % 2` rule) keeps, per token and block, beyond full checkpointing's block input: the
   outputs of the 1st, 3rd, 5th and 7th matmul (wq 4096, wv 1024 -- 8 KV heads --, w1 14336, w2
   4096 wide, in the order torchtitan's Attention and FeedForward call them) and flash attention's
   output (4096) and logsumexp (32 heads, fp32): `SAC_EXTRA` bytes, added to the full-checkpointing
-  plan for Tables 1 and 3;
-- gptlab has no grouped-query attention: its 8B shape has full multi-head K and V (8.84B
-  parameters, torchtitan's 8.03B: 8 KV heads), so it plans `KV_EXTRA` parameters more. At the
-  step's peak (the loss's backward, before any block's) they are alive only as sharded fp32
-  weights and AdamW's two fp32 moments: 12 bytes each over the devices (1.1 GiB a device over 8),
-  subtracted from the plan.
+  plan for Tables 1 and 3.
+
+Before issue 39 gptlab had no grouped-query attention and planned the shape with full multi-head K
+and V (8.84B parameters), less their sharded fp32 weights and AdamW moments by formula; the plan
+now builds torchtitan's 8 key/value heads (model.n_kv_head=8) and subtracts nothing.
 
 What is asserted, per anchor:
 
@@ -58,13 +58,13 @@ SHAPE_8B = [
     "model.ffn_hidden=14336",
     "model.vocab_size=128256",
     "model.rope_theta=500000",
+    "model/attention=gqa",
+    "model.n_kv_head=8",  # torchtitan's Llama 3 8B: 32 query heads, 8 key/value heads
     "model.activation_checkpointing=full",
     "trainer=fsdp",
     "trainer.devices=8",
 ]
 N_LAYER = 32
-# wk and wv at 32 heads instead of 8: 2 · d · (d - 8 · 128) per layer
-KV_EXTRA = N_LAYER * 2 * 4096 * (4096 - 1024)
 # op-level SAC's saved tensors per token and block beyond the block input (module docstring)
 SAC_EXTRA = 2 * (4096 + 1024 + 14336 + 4096 + 4096) + 4 * 32
 
@@ -83,11 +83,11 @@ ANCHORS = {
 
 
 def planned_gib(overrides: list[str], tokens: int, devices: int, op_sac: bool) -> float:
-    """The plan of gptlab's config, as torchtitan's run: less the K/V parameters' state, plus
-    op-level SAC's saved tensors (module docstring)."""
+    """The plan of gptlab's config, as torchtitan's run: plus op-level SAC's saved tensors (module
+    docstring)."""
     setup = setup_from(compose_config([*SHAPE_8B, *overrides]))
     assert setup.world_size == devices and setup.micro_batch * setup.model.block_size == tokens
-    peak = measure(setup).peak - 12 * KV_EXTRA // devices
+    peak = measure(setup).peak
     if op_sac:
         peak += SAC_EXTRA * tokens * N_LAYER
     return peak / GIB

@@ -90,7 +90,7 @@ def format_report(report: ParamReport) -> str:
     cfg = report.cfg
     ffn_name = f"{cfg.ffn} (h={cfg.hidden_dim})"
     header = (
-        f"n_layer={cfg.n_layer} n_head={cfg.n_head} n_embd={cfg.n_embd} "
+        f"n_layer={cfg.n_layer} n_head={cfg.n_head} n_kv_head={cfg.kv_heads} n_embd={cfg.n_embd} "
         f"vocab_size={cfg.vocab_size} block_size={cfg.block_size}\n"
         f"placement={cfg.norm_placement} norm={cfg.norm} ffn={ffn_name} pos_emb={cfg.pos_emb} "
         f"bias={cfg.bias} tie_embeddings={cfg.tie_embeddings} qk_norm={cfg.qk_norm}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gptlab.model import GPTConfig
 from gptlab.planning.plan import GIB, Alternative, Plan, budget
 from gptlab.planning.step import PARTS, Setup
 
@@ -65,11 +66,17 @@ def speed_line(p: Plan) -> str:
     )
 
 
+def heads(cfg: GPTConfig) -> str:
+    """'12 heads', or '32 heads (8 key/value)' for grouped-query and multi-query attention."""
+    kv = "" if cfg.kv_heads == cfg.n_head else f" ({cfg.kv_heads} key/value)"
+    return f"{cfg.n_head} heads{kv}"
+
+
 def format_plan(p: Plan, tokens: float | None = None) -> str:
     s, m = p.setup, p.memory
     cfg = s.model
     lines = [
-        f"model      {cfg.n_layer} layers, d={cfg.n_embd}, {cfg.n_head} heads, ffn {cfg.ffn} "
+        f"model      {cfg.n_layer} layers, d={cfg.n_embd}, {heads(cfg)}, ffn {cfg.ffn} "
         f"{cfg.hidden_dim}, T={cfg.block_size}, vocab {cfg.vocab_size:,}"
         + (f" ({s.vocab_source})" if s.vocab_source else ""),
         f"setup      {describe(s)}",
