@@ -16,6 +16,9 @@ log step): from them the pre-softmax logits q·k/√d_h, their max over every ca
 entropy of each query's attention distribution. SDPA's kernel is the same on every step. The module
 leaves the output logits' moments (`logits/*`) for the same micro-batch.
 
+Under model.norm=dyt each DyT site's α (one learned scalar) is logged after the step as
+`dyt_alpha/block_XX/<site>` and `dyt_alpha/final_norm`, packed into the same SUM all-reduce.
+
 Reductions (one SUM and one MAX all-reduce, one host read) and the keys' names are
 telemetry_metrics.py's, the attention statistics attention_stats.py's; this module holds the hooks:
 when each side runs, and what it hands over.
@@ -46,6 +49,7 @@ PREFIXES = (
     "attn_logit_max",
     "attn_entropy",
     "logits",
+    "dyt_alpha",
     "telemetry",
 )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -34,6 +34,8 @@ class GroupIndex:
     sharded: bool  # FSDP2 DTensors: each rank holds a shard
     member: torch.Tensor
     numel: torch.Tensor
+    # model.norm=dyt: (site, row in `params`) of each DyT α, block_XX/<norm's name> or final_norm
+    alphas: list[tuple[str, int]] = field(default_factory=list)
 
     @classmethod
     def of(cls, model: nn.Module, device: torch.device) -> GroupIndex:
@@ -55,6 +57,7 @@ class GroupIndex:
             for g in group_names(name):
                 member[index[g], j] = 1.0
         blocks = [g for g in groups if re.fullmatch(r"block_\d+", g)]
+        alphas = [(site, j) for j, name in enumerate(names) if (site := dyt_site(name)) is not None]
         numel = torch.tensor([float(local(p).numel()) for p in params], dtype=torch.float64)
         return cls(
             params=params,
@@ -65,6 +68,7 @@ class GroupIndex:
             sharded=any(hasattr(p, "to_local") for p in params),
             member=member.to(device),
             numel=(member.double() @ numel).to(device),  # local elements per group
+            alphas=alphas,
         )
 
     def group_sq(self, tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -72,6 +76,14 @@ class GroupIndex:
         norms = torch._foreach_norm([local(t).detach() for t in tensors], 2)
         sq = torch.stack([n.float() for n in norms]).pow(2).to(self.member.device)
         return self.member @ sq
+
+
+def dyt_site(param_name: str) -> str | None:
+    """The telemetry site of a DyT α (blocks.3.attn_norm.alpha: block_03/attn_norm), else None."""
+    m = re.fullmatch(r"blocks\.(\d+)\.(\w+)\.alpha", param_name)
+    if m is not None:
+        return f"block_{int(m.group(1)):02d}/{m.group(2)}"
+    return "final_norm" if param_name == "final_norm.alpha" else None
 
 
 def reduce_metrics(
@@ -110,6 +122,9 @@ def reduce_metrics(
         logits = logits.to(dev)
         sums.append(logits[[0, 1, 3, 4, 5]])
         maxes.append(logits[2:3])
+    if index.alphas:  # each α after the step: a replica (DDP) or one rank's one-element shard (FSDP2)
+        alpha = [local(index.params[j]).detach().float().sum().to(dev) for _, j in index.alphas]
+        sums.append(torch.stack(alpha).double() * replicated)
     packed = torch.cat(sums)
     top = torch.cat(maxes) if maxes else packed.new_zeros(0)
     if world > 1 and dist.is_available() and dist.is_initialized():
@@ -151,6 +166,9 @@ def reduce_metrics(
         metrics["logits/std"] = math.sqrt(max(s2 / count - mean * mean, 0.0))
         metrics["logits/log_z_mean"] = sz / positions
         at += 5
+    for k, (site, _) in enumerate(index.alphas):
+        metrics[f"dyt_alpha/{site}"] = values[at + k]
+    at += len(index.alphas)
     at_max = len(packed)
     if has_attn:
         for j, block in enumerate(index.blocks):
