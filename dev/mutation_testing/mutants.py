@@ -398,6 +398,19 @@ MUTANTS: list[Mutant] = [
            "model.to(torch.float32)", "bf16-true planned with fp32 parameters, gradients and AdamW state"),
     # --- issue 37 §6: launchers, spikes and the rest of rounds three and four ---
     # --- issue 39: attention heads (GQA / MQA), DyT, Muon ---
+    Mutant("dyt_alpha_frozen", "model/norms.py", "self.alpha = nn.Parameter(torch.full((1,), float(alpha0)))",
+           "self.alpha = nn.Parameter(torch.full((1,), float(alpha0)), requires_grad=False)",
+           "DyT's α is not learned: it stays at model.dyt_alpha0 and is in no optimizer group"),
+    Mutant("dyt_alpha_buffer", "model/norms.py", "self.alpha = nn.Parameter(torch.full((1,), float(alpha0)))",
+           'self.register_buffer("alpha", torch.full((1,), float(alpha0)))',
+           "DyT's α a buffer: saved, never trained, never logged"),
+    Mutant("dyt_tanh_dropped", "model/norms.py", "self.weight * torch.tanh(self.alpha * x) + self.bias",
+           "self.weight * (self.alpha * x) + self.bias", "DyT without its tanh: an affine map, nothing bounded"),
+    Mutant("dyt_alpha0_ignored", "model/init.py", "nn.init.constant_(p, cfg.dyt_alpha0)",
+           "nn.init.constant_(p, 0.5)", "model.dyt_alpha0 ignored: every α starts at the paper's default"),
+    Mutant("dyt_alpha_logged_for_one_site", "training/callbacks/telemetry_metrics.py",
+           'metrics[f"dyt_alpha/{site}"] = values[at + k]', 'metrics[f"dyt_alpha/{site}"] = values[at]',
+           "every dyt_alpha/* key logs the first site's α"),
     # --- issue 38: downstream tasks ---
 ]
 # fmt: on
