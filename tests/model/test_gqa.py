@@ -4,14 +4,19 @@ torch: K and V projected to n_kv_head heads, each repeated for its n_head/n_kv_h
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 from gptlab.compose import compose_config
+from gptlab.config import OptimConfig
 from gptlab.model import GPT, GPTConfig
 from gptlab.model.attention import CausalSelfAttention
+from gptlab.training.optim import build_adamw
+from tests.conftest import QUICK_ENV, column, read_csv_metrics, run_script
 
 
 def plain_attention(attn: CausalSelfAttention, x: torch.Tensor, n_head: int, n_kv_head: int) -> torch.Tensor:
@@ -82,3 +87,79 @@ def test_gqa_model_trains_a_step_and_compiles() -> None:
     assert model.blocks[0].attn.k_proj.weight.grad is not None
     compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(compiled(idx), eager, rtol=1e-5, atol=1e-5)
+
+
+def test_mup_and_completep_give_k_and_v_the_rules_of_q() -> None:
+    """k_proj and v_proj are hidden matrices of fan-in d, as q_proj is (fewer output columns do
+    not enter μP's rules, which read the fan-in): init σ·(d/d0)^(-1/2), Adam LR × d0/d, decay ÷
+    the same, and under CompleteP Adam ε × 1/m_L. By formula at d = 256 on base 32 (m = 8), depth 4
+    on base 2 (m_L = 2), 2 key/value heads for 8 query heads."""
+    cfg = GPTConfig(
+        n_layer=4, n_head=8, n_kv_head=2, n_embd=256, vocab_size=64, block_size=16,
+        parametrization="completep", mup_base_width=32, mup_base_depth=2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = GPT(cfg)
+    opt = OptimConfig()
+    groups = {id(p): g for g in build_adamw(model, opt, "cpu").param_groups for p in g["params"]}
+    params = dict(model.named_parameters())
+    for i in range(cfg.n_layer):
+        for name in ("q_proj", "k_proj", "v_proj"):
+            p = params[f"blocks.{i}.attn.{name}.weight"]
+            g = groups[id(p)]
+            assert g["lr"] == pytest.approx(opt.lr / 8), name
+            assert g["weight_decay"] == pytest.approx(opt.weight_decay * 8), name
+            assert g["eps"] == pytest.approx(opt.eps / 2), name
+            assert p.std().item() == pytest.approx(cfg.init_std / math.sqrt(8), rel=0.05), name
+
+
+def test_mup_at_its_base_width_is_sp_bit_for_bit_with_grouped_kv_heads() -> None:
+    base = dict(vocab_size=64, block_size=16, n_layer=2, n_head=4, n_kv_head=2, n_embd=32)
+    torch.manual_seed(3)
+    sp = GPT(GPTConfig(**base))
+    torch.manual_seed(3)
+    mup = GPT(GPTConfig(**base, parametrization="mup", mup_base_width=32))
+    idx = torch.randint(0, 64, (2, 16))
+    for (name, a), (_, b) in zip(sp.state_dict().items(), mup.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+    assert torch.equal(sp(idx), mup(idx))
+
+
+QUICK = [
+    "trainer.max_steps=4", "trainer.val_check_interval=4", "trainer.log_every_n_steps=1",
+    "trainer.enable_progress_bar=false", "data.max_bytes=400000", "data.val_windows=8",
+    "sample.max_new_tokens=0", "logger=csv", "callbacks.telemetry.attention_every=1",
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_train_py_trains_the_default_model_with_grouped_query_attention(tmp_path: Path) -> None:
+    """`python train.py model/attention=gqa model.n_kv_head=2` (the default model: 4 layers, 4
+    heads of 32), shortened to 4 steps: it finishes, k_proj/v_proj are 2 heads wide in the
+    checkpoint, and the attention telemetry (per query head) is logged and finite."""
+    run = tmp_path / "run"
+    proc = run_script(
+        "train.py", "model/attention=gqa", "model.n_kv_head=2", *QUICK,
+        f"hydra.run.dir={run}", f"data.cache_dir={tmp_path / 'cache'}", env=QUICK_ENV,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((run / "metrics.json").read_text())
+    assert summary["status"] == "finished" and math.isfinite(summary["final_val_loss"])
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["hyper_parameters"]["model"]["n_kv_head"] == 2
+    for name in ("k_proj", "v_proj"):
+        assert ckpt["state_dict"][f"model.blocks.0.attn.{name}.weight"].shape == (64, 128)
+    logged = column(read_csv_metrics(run), "attn_entropy/block_00")
+    assert logged and all(math.isfinite(v) for _, v in logged)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bad", ["3", "0"])
+def test_train_py_refuses_a_bad_n_kv_head_in_one_line(bad: str, tmp_path: Path) -> None:
+    proc = run_script("train.py", f"model.n_kv_head={bad}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: model.n_kv_head={bad} is not accepted with model.n_head=4; give null (= n_head, "
+        "multi-head), 1 (multi-query) or a divisor of n_head (grouped-query)"
+    )

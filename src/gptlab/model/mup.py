@@ -2,7 +2,10 @@
 
 With m = n_embd / mup_base_width, relative to the standard-parametrization (SP) model of the base width:
   * hidden matrices (q, k, v, out, gate, up, down): init σ × (fan_in / base fan_in)^(-1/2), Adam LR ×
-    (fan_in / base fan_in)^(-1), the ratio of the matrix's own fan-in (d, or the FFN width for down);
+    (fan_in / base fan_in)^(-1), the ratio of the matrix's own fan-in (d, or the FFN width for down).
+    With grouped-query or multi-query attention (model.n_kv_head) k and v are d × n_kv_head·d_h: their
+    fan-in is still d, so they follow q's rules exactly (fewer output columns change no factor), and
+    under CompleteP their Adam ε is every block parameter's;
   * input weights (tok_emb, pos_emb), norm gains, biases: σ and LR as at the base width;
   * the output: logits × 1/m, the head's σ and LR as at the base width. A tied head is the input table
     itself, whose σ and LR are constant anyway: the one multiplier is the whole rule, so tying and
