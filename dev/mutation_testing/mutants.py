@@ -412,6 +412,16 @@ MUTANTS: list[Mutant] = [
            'metrics[f"dyt_alpha/{site}"] = values[at + k]', 'metrics[f"dyt_alpha/{site}"] = values[at]',
            "every dyt_alpha/* key logs the first site's α"),
     # --- issue 38: downstream tasks ---
+    Mutant("tasks_norm_by_tokens", "training/tasks/scoring.py",
+           'll / len(c.encode("utf-8")) for ll, c in zip(loglikelihoods, item.choices, strict=True)',
+           "ll / n for ll, n in zip(loglikelihoods, n_tokens, strict=True)",
+           "acc_norm divides by the continuation's tokens (the delimiter counted, tokenizer-dependent)"),
+    Mutant("tasks_norm_by_characters", "training/tasks/scoring.py", 'll / len(c.encode("utf-8")) for',
+           "ll / len(c) for", "acc_norm per character (lm-eval's len(choice)), not per byte as issue 38 asks"),
+    Mutant("tasks_context_counted", "training/tasks/scoring.py", "first = n_in - n_cont  #", "first = 0  #",
+           "the context's log-probs are summed into every choice's log-likelihood"),
+    Mutant("tasks_label_off_by_one", "training/tasks/formats.py", "    return int(value)\n",
+           "    return int(value) - 1\n", "a label read as 1-based: label 0 picks the last choice"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
