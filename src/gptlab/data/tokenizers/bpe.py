@@ -16,6 +16,7 @@ from gptlab.data.plan import TokenizerPlan
 from gptlab.data.tokenizer_files import TOKENIZER_FILE
 from gptlab.data.tokenizers.base import EOT
 from gptlab.data.tokenizers.hf import HFTokenizer
+from gptlab.data.tokenizers.long_pieces import MAX_PIECE_CHARS, bounded_texts
 from gptlab.data.tokenizers.tiktoken_bpe import GPT2_PATTERN
 from gptlab.data.tokenizers.tiktoken_encodings import to_hf as tiktoken_to_hf
 
@@ -26,8 +27,11 @@ class BPETokenizer(HFTokenizer):
     """Byte-level BPE trained on the train documents, with <|endoftext|> between documents."""
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
-        """Train a byte-level BPE of vocab_size ids (256 bytes + EOS + merges)."""
+    def train(
+        cls, texts: Iterable[str], vocab_size: int, max_piece_chars: int | None = MAX_PIECE_CHARS
+    ) -> BPETokenizer:
+        """Train a byte-level BPE of vocab_size ids (256 bytes + EOS + merges) on the texts cut inside
+        pre-tokens longer than max_piece_chars (long_pieces: the trainer is quadratic in them)."""
         tok = tokenizers.Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
@@ -37,13 +41,16 @@ class BPETokenizer(HFTokenizer):
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         )
-        tok.train_from_iterator(_batched(texts, 256), trainer=trainer)
+        tok.train_from_iterator(_batched(bounded_texts(texts, max_piece_chars), 256), trainer=trainer)
         return cls(tok, f"bpe{vocab_size}", tok.token_to_id(EOT))
 
     @classmethod
-    def train_rustbpe(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
+    def train_rustbpe(
+        cls, texts: Iterable[str], vocab_size: int, max_piece_chars: int | None = MAX_PIECE_CHARS
+    ) -> BPETokenizer:
         """The same kind of BPE trained by rustbpe: 256 byte ids in byte order, the merges, then
-        <|endoftext|> (rustbpe knows no special tokens), written as a plain byte-level tokenizer.json."""
+        <|endoftext|> (rustbpe knows no special tokens), written as a plain byte-level tokenizer.json.
+        Its texts are cut as `train`'s are, so both trainers learn from the same pieces."""
         try:
             import rustbpe
         except ImportError:
@@ -51,7 +58,9 @@ class BPETokenizer(HFTokenizer):
                 "data.bpe_trainer=rustbpe needs the rustbpe package (pip install rustbpe)"
             ) from None
         trainer = rustbpe.Tokenizer()
-        trainer.train_from_iterator(iter(texts), vocab_size - 1, pattern=GPT2_PATTERN)
+        trainer.train_from_iterator(
+            bounded_texts(texts, max_piece_chars), vocab_size - 1, pattern=GPT2_PATTERN
+        )
         ranks = dict(trainer.get_mergeable_ranks())
         enc = tiktoken.Encoding(
             "rustbpe", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT: len(ranks)}
