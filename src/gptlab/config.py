@@ -13,6 +13,8 @@ from gptlab.model.config import GPTConfig
 
 STRATEGIES = ("auto", "ddp", "fsdp")
 SCHEDULES = ("cosine", "linear", "constant")
+OPTIMIZERS = ("adamw", "muon")
+MUON_ADJUST_LR = ("match_rms_adamw", "original")  # torch.optim.Muon's adjust_lr_fn options
 NONFINITE_POLICIES = ("stop", "skip")
 # the benchmark's runs: a bare PyTorch loop, the Lightning path, and the Lightning path with layer
 # telemetry every 10 and every step (the number after the slash)
@@ -80,6 +82,13 @@ class OptimConfig:
     schedule: str = "cosine"
     grad_clip: float = 1.0  # max global L2 norm; 0 turns clipping off
     z_loss: float = 0.0  # coefficient on the mean log²Z of the output logits (PaLM's 1e-4); 0: off
+    # optim=muon: torch.optim.Muon on the hidden matrices, AdamW (the fields above) on the rest
+    name: str = "adamw"  # adamw | muon
+    muon_momentum: float = 0.95
+    muon_nesterov: bool = True
+    muon_ns_steps: int = 5  # Newton–Schulz iterations
+    muon_adjust_lr: str = "match_rms_adamw"  # or original (Jordan's sqrt(max(1, A/B)))
+    muon_lr_mult: float = 1.0  # the Muon group's LR = lr × this (1 under match_rms_adamw)
 
     def __post_init__(self) -> None:
         """One line naming the field, before start-up (torch would refuse some of these only later,
@@ -106,6 +115,30 @@ class OptimConfig:
             raise ValueError(
                 f"optim.schedule={self.schedule!r} is not accepted; choose one of {', '.join(SCHEDULES)}"
             )
+        self._check_muon()
+
+    def _check_muon(self) -> None:
+        """The Muon fields (read only under optim.name=muon, checked always: a typo is a typo)."""
+        if self.name not in OPTIMIZERS:
+            raise ValueError(
+                f"optim.name={self.name!r} is not accepted; choose one of {', '.join(OPTIMIZERS)}"
+            )
+        if self.muon_adjust_lr not in MUON_ADJUST_LR:
+            raise ValueError(
+                f"optim.muon_adjust_lr={self.muon_adjust_lr!r} is not accepted; choose one of "
+                f"{', '.join(MUON_ADJUST_LR)} (torch.optim.Muon's adjust_lr_fn)"
+            )
+        if not (isinstance(self.muon_momentum, int | float) and 0 <= self.muon_momentum < 1):
+            raise ValueError(
+                f"optim.muon_momentum={self.muon_momentum!r} is not accepted; give a number in [0, 1)"
+            )
+        steps = self.muon_ns_steps
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps < 100:
+            raise ValueError(
+                f"optim.muon_ns_steps={steps!r} is not accepted; give an integer in [1, 99] "
+                "(Newton–Schulz iterations)"
+            )
+        _number("optim.muon_lr_mult", self.muon_lr_mult, "> 0", strict=True)
 
 
 def _number(field_name: str, value: Any, accepted: str, strict: bool = False) -> None:
@@ -220,6 +253,27 @@ class TrainConfig:
     seed: int = 1337
     ckpt_path: str | None = None  # resume from this Lightning checkpoint
     compile: bool = False  # torch.compile the model
+
+    def __post_init__(self) -> None:
+        """Choices that are fine alone but not together, refused before start-up in one line."""
+        if self.optim.name == "muon":
+            muon_refusals(self.model.parametrization, self.trainer.strategy)
+
+
+def muon_refusals(parametrization: str, strategy: str) -> None:
+    """optim=muon runs on one process or under DDP (every rank holds whole gradients), standard
+    parametrization only."""
+    if strategy == "fsdp":
+        raise ValueError(
+            "optim.name=muon cannot be combined with trainer.strategy=fsdp: Muon's Newton–Schulz step needs "
+            "each whole matrix and FSDP2 holds row shards (DTensor); use trainer.strategy=ddp or auto"
+        )
+    if parametrization != "sp":
+        raise ValueError(
+            f"optim.name=muon cannot be combined with model.parametrization={parametrization}: μP's LR "
+            "and ε multipliers are AdamW's rules (Muon's shape rule is optim.muon_adjust_lr); use "
+            "model.parametrization=sp"
+        )
 
 
 @dataclass

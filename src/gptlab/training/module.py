@@ -1,4 +1,4 @@
-"""The LightningModule: next-token loss, metrics, AdamW + schedule, and clipping that is right on DTensors."""
+"""The LightningModule: next-token loss, metrics, AdamW or Muon + schedule, clipping right on DTensors."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
+from gptlab.checkpoints.safe_load import CheckpointError
 from gptlab.config import OptimConfig
 from gptlab.model import GPT, GPTConfig
 from gptlab.training.callbacks.nonfinite import NonFiniteGuard, drop_update, global_norm
 from gptlab.training.callbacks.throughput import tokens_per_step
 from gptlab.training.checkpoint_io import check_resumable
-from gptlab.training.optim import build_adamw, lr_factor
+from gptlab.training.optim import build_optimizer, lr_factor
 from gptlab.training.validation import loss_sum_and_count, val_metrics
 
 
@@ -52,7 +53,14 @@ class GPTLightningModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A checkpoint of another architecture fails here in one line, not in load_state_dict."""
         path = getattr(self._trainer, "ckpt_path", None)
-        check_resumable(checkpoint, self, f"ckpt_path={str(path)!r}" if path else "the checkpoint")
+        where = f"ckpt_path={str(path)!r}" if path else "the checkpoint"
+        check_resumable(checkpoint, self, where)
+        saved = ((checkpoint.get("hyper_parameters") or {}).get("optim") or {}).get("name", "adamw")
+        if saved != self.optim_cfg.name:  # else torch's load_state_dict fails on the group count
+            raise CheckpointError(
+                f"{where} was trained with optim.name={saved} but optim.name={self.optim_cfg.name} now: its "
+                f"optimizer state is {saved}'s; resume with optim={saved}, or start a new run"
+            )
 
     def configure_model(self) -> None:
         """Apply FSDP2 sharding (trainer.strategy=fsdp) and torch.compile, outside the model code."""
@@ -153,7 +161,7 @@ class GPTLightningModule(L.LightningModule):
             self.log(name, value, prog_bar=name == "val/loss", sync_dist=True, reduce_fx="max")
 
     def configure_optimizers(self) -> dict[str, Any]:
-        opt = build_adamw(self.model, self.optim_cfg, self.device.type)
+        opt = build_optimizer(self.model, self.optim_cfg, self.device.type)
         schedule = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(self.optim_cfg, self.trainer.max_steps))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 

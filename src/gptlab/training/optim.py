@@ -1,4 +1,5 @@
-"""AdamW with decay on matrices only, and the warmup + decay schedule as a LambdaLR factor."""
+"""AdamW with decay on matrices only, or Muon on the hidden matrices with AdamW on the rest
+(optim.name=muon), and the warmup + decay schedule as a LambdaLR factor."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from gptlab.config import SCHEDULES, OptimConfig
+from gptlab.config import SCHEDULES, OptimConfig, muon_refusals
 from gptlab.model import mup
 from gptlab.model.config import GPTConfig
 
 PLAIN, GAINS = (True, 1.0, 1.0), (False, 1.0, 1.0)  # (decays, LR factor, ε factor) of groups 0 and 1
 
 
-def param_groups(model: nn.Module, weight_decay: float, lr: float, eps: float) -> list[dict]:
-    """Matrices (linear weights, embeddings) decay; gains and biases do not.
+def param_groups(
+    model: nn.Module, weight_decay: float, lr: float, eps: float, skip: Callable[[str], bool] | None = None
+) -> list[dict]:
+    """Matrices (linear weights, embeddings) decay; gains and biases do not. `skip(name)`: leave
+    that parameter out (Muon's matrices, under optim.name=muon).
 
     Under μP (model.parametrization=mup) the hidden matrices move to groups of their own at
     lr × mup.lr_mult (1/fan-in multiplier) and weight decay ÷ the same multiplier, so AdamW's
@@ -29,7 +33,7 @@ def param_groups(model: nn.Module, weight_decay: float, lr: float, eps: float) -
     ours = isinstance(cfg, GPTConfig)
     buckets: dict[tuple[bool, float, float], list[nn.Parameter]] = {PLAIN: [], GAINS: []}
     for name, p in model.named_parameters():
-        if p.requires_grad:
+        if p.requires_grad and not (skip is not None and skip(name)):
             lr_m, eps_m = (mup.lr_mult(cfg, name), mup.adam_eps_mult(cfg, name)) if ours else (1.0, 1.0)
             buckets.setdefault((p.dim() >= 2, lr_m, eps_m), []).append(p)
     groups = [
@@ -58,6 +62,84 @@ def build_adamw(model: nn.Module, cfg: OptimConfig, device_type: str) -> torch.o
         eps=cfg.eps,
         fused=device_type == "cuda",
     )
+
+
+def build_optimizer(model: nn.Module, cfg: OptimConfig, device_type: str) -> torch.optim.Optimizer:
+    """optim.name's optimizer: AdamW, or MuonAdamW (one torch optimizer, so one LambdaLR, one
+    state_dict and Lightning's automatic optimization cover both halves)."""
+    return build_muon(model, cfg, device_type) if cfg.name == "muon" else build_adamw(model, cfg, device_type)
+
+
+def is_muon_param(name: str) -> bool:
+    """Muon's parameters: the hidden matrices (attention q/k/v/out, FFN gate/up/down), not the
+    embeddings, the head, norm gains or biases (Jordan's Muon, modded-nanogpt and Moonlight's split)."""
+    return bool(mup.HIDDEN.search(name))
+
+
+def build_muon(model: nn.Module, cfg: OptimConfig, device_type: str) -> MuonAdamW:
+    """torch.optim.Muon on the hidden matrices at lr × muon_lr_mult with decoupled decay
+    weight_decay, and build_adamw's groups (lr, weight_decay, betas, ε) on every other parameter.
+    Under adjust_lr_fn=match_rms_adamw torch scales each matrix's step by 0.2·sqrt(max(A, B)) so its
+    update RMS is AdamW's typical one (Liu et al. 2025, Moonlight, arXiv 2502.16982): one optim.lr
+    serves both halves and an LR grid is comparable with AdamW's."""
+    mcfg = getattr(model, "cfg", None)
+    if isinstance(mcfg, GPTConfig) and mcfg.uses_mup:
+        muon_refusals(mcfg.parametrization, "auto")
+    hidden = [p for n, p in model.named_parameters() if p.requires_grad and is_muon_param(n)]
+    muon = torch.optim.Muon(
+        [{"params": hidden, "lr": cfg.lr * cfg.muon_lr_mult}],
+        lr=cfg.lr * cfg.muon_lr_mult,
+        weight_decay=cfg.weight_decay,
+        momentum=cfg.muon_momentum,
+        nesterov=cfg.muon_nesterov,
+        ns_steps=cfg.muon_ns_steps,
+        adjust_lr_fn=cfg.muon_adjust_lr,
+    )
+    adamw = torch.optim.AdamW(
+        param_groups(model, cfg.weight_decay, cfg.lr, cfg.eps, skip=is_muon_param),
+        lr=cfg.lr,
+        betas=(cfg.beta1, cfg.beta2),
+        eps=cfg.eps,
+        fused=device_type == "cuda",
+    )
+    return MuonAdamW(adamw, muon)
+
+
+class MuonAdamW(torch.optim.Optimizer):
+    """AdamW's groups then Muon's, as one optimizer: its param_groups are the two optimizers' own
+    group dicts (a scheduler's LR reaches both), its state one dict both share, its step both steps.
+
+    Lightning runs several optimizers only under manual optimization, which would bypass the
+    module's clipping hook and the non-finite guard; one optimizer keeps them. Group 0 is AdamW's
+    decayed matrices at optim.lr, the LR logged. No `fused` default: the non-finite guard drops a
+    bad step by clearing the gradients (callbacks/nonfinite.py), which both halves honour.
+    """
+
+    def __init__(self, adamw: torch.optim.AdamW, muon: torch.optim.Muon) -> None:
+        self.adamw, self.muon = adamw, muon
+        super().__init__([*adamw.param_groups, *muon.param_groups], {})
+        self._link()
+
+    def _link(self) -> None:
+        n = len(self.adamw.param_groups)
+        # each class's own __setstate__: AdamW fills its group defaults and tensor steps on a load
+        self.adamw.__setstate__({"state": self.state, "param_groups": self.param_groups[:n]})
+        self.muon.__setstate__({"state": self.state, "param_groups": self.param_groups[n:]})
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self.adamw.step()
+        self.muon.step()
+        return loss
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Optimizer.load_state_dict builds new group dicts and a new state: hand them to both halves."""
+        super().load_state_dict(state_dict)
+        self._link()
 
 
 def lr_factor(cfg: OptimConfig, max_steps: int) -> Callable[[int], float]:
