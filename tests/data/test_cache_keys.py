@@ -20,7 +20,7 @@ from pathlib import Path
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
 
-FORMAT_VERSION = 3  # the packed layout's version (bumped only when the files change meaning)
+FORMAT_VERSION = 4  # the packed layout's version (bumped only when the files change meaning)
 
 
 def short_hash(value: object) -> str:

@@ -22,8 +22,9 @@ from gptlab.data.splits import val_period
 # bump when the file layout or split rule changes: old caches are then ignored. 2: the byte tokenizer
 # ends documents with BYTE_EOS and is stored as uint8; meta.json records sizes and checksums. 3: text is
 # encoded as ordinary text (a <|endoftext|> written in a document is not an EOS id), so caches of 2 hold
-# wrong ids and are not reused
-FORMAT_VERSION = 3
+# wrong ids and are not reused. 4: empty and whitespace-only documents are dropped from every source
+# (they were packed as a lone EOS, except in text files split at data.doc_separator)
+FORMAT_VERSION = 4
 
 
 @dataclass(frozen=True)

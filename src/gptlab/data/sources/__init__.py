@@ -12,6 +12,7 @@ import logging
 import datasets
 
 from gptlab.data.plan import SourcePlan
+from gptlab.data.sources.blank import drop_blank
 from gptlab.data.sources.files import load_files
 from gptlab.data.sources.hub import load_hub
 from gptlab.data.sources.limits import limit_bytes
@@ -33,7 +34,8 @@ def _text_only(ds: datasets.Dataset, column: str, what: str) -> datasets.Dataset
 
 def load_documents(src: SourcePlan) -> datasets.Dataset:
     """Load the corpus as documents in a fixed order, one per row of column "text" (pystdlib adds
-    column "group": documents of one group go to the same split)."""
+    column "group": documents of one group go to the same split); blank documents are dropped
+    before data.max_bytes counts (sources.blank)."""
     if src.kind == "pystdlib":
         assert src.root is not None
         ds = stdlib_documents(src.root, list(src.files), src.max_bytes)
@@ -43,6 +45,8 @@ def load_documents(src: SourcePlan) -> datasets.Dataset:
         ds = load_files(src.kind, src.files, src.path, src.hf_cache)
         column = "text" if src.kind == "text" else src.text_column
         ds = _text_only(ds, column, f"data.path={src.path!r}")
+    if src.kind != "pystdlib":  # stdlib_documents drops its own, before its byte budget
+        ds = drop_blank(ds)
     if src.max_bytes is not None and src.kind != "pystdlib":
         ds = limit_bytes(ds, src.max_bytes)
     log.info("loaded %d documents from data.source=%s", len(ds), src.kind)

@@ -7,19 +7,25 @@ from collections.abc import Iterable, Iterator
 
 import datasets
 
+from gptlab.data.sources.blank import is_blank
+
 
 def take_bytes(texts: Iterable[str | None], max_bytes: int) -> Iterator[str]:
-    """Documents until max_bytes UTF-8 bytes; the last one is cut at a character boundary."""
+    """Documents until max_bytes UTF-8 bytes; the last one is cut at a character boundary. Blank
+    documents (sources.blank) are skipped and count nothing, a cut left blank is dropped."""
     left = max_bytes
     for text in texts:
-        raw = (text or "").encode("utf-8")
+        if is_blank(text):
+            continue
+        assert text is not None
+        raw = text.encode("utf-8")
         if len(raw) >= left:
             cut = raw[:left].decode("utf-8", errors="ignore")
-            if cut:
+            if not is_blank(cut):
                 yield cut
             return
         left -= len(raw)
-        yield text or ""
+        yield text
 
 
 def limit_bytes(ds: datasets.Dataset, max_bytes: int) -> datasets.Dataset:

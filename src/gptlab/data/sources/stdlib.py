@@ -11,6 +11,7 @@ from pathlib import Path
 
 import datasets
 
+from gptlab.data.sources.blank import is_blank
 from gptlab.data.sources.limits import take_bytes
 
 log = logging.getLogger(__name__)
@@ -60,10 +61,19 @@ def _stdlib_texts(root: Path, files: Iterable[Path]) -> Iterator[str]:
 
 def stdlib_documents(root: Path, files: list[Path], max_bytes: int | None) -> datasets.Dataset:
     """The stdlib files in path order, each with its family in a "group" column (packing splits
-    train/val by group, so near-duplicate files never straddle the split)."""
-    texts: Iterable[str] = _stdlib_texts(root, files)
+    train/val by group, so near-duplicate files never straddle the split); empty files (three
+    `__init__.py` on 3.11) are dropped, as blank documents are from every source (sources.blank)."""
+    read: list[Path] = []  # the non-blank files, in the order their texts were yielded
+
+    def nonblank() -> Iterator[str]:
+        for rel, text in zip(files, _stdlib_texts(root, files), strict=True):
+            if not is_blank(text):
+                read.append(rel)
+                yield text
+
+    texts: Iterable[str] = nonblank()
     if max_bytes is not None:
         texts = take_bytes(texts, max_bytes)
-    kept = list(texts)  # a prefix of the files: max_bytes stops early
-    groups = [stdlib_family(f) for f in files[: len(kept)]]
+    kept = list(texts)  # a prefix of the non-blank files: max_bytes stops early
+    groups = [stdlib_family(f) for f in read[: len(kept)]]
     return datasets.Dataset.from_dict({"text": kept, "group": groups})

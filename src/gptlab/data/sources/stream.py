@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from gptlab.data.plan import SourcePlan
+from gptlab.data.sources.blank import is_blank
 from gptlab.data.sources.hub import hub_texts
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,8 @@ class _Utf8Guard:
 
 
 def file_pieces(path: Path, sep: bytes) -> Iterator[Chunk]:
-    """The documents of one file, split at sep (verbatim; whitespace-only documents are dropped)."""
+    """The documents of one file, split at sep (verbatim; blank documents are dropped: bytes.isspace,
+    the rule of sources.blank)."""
     guard = _Utf8Guard(path)
     carry = b""
     found = 0
@@ -110,36 +112,40 @@ def text_pieces(src: SourcePlan) -> Iterator[Chunk]:
 
 
 def limit_pieces(chunks: Iterable[Chunk], max_bytes: int | None) -> Iterator[Chunk]:
-    """Pieces until max_bytes bytes; the last is cut at a character boundary and ends its document."""
+    """Pieces until max_bytes bytes; the last is cut at a character boundary and ends its document
+    (a cut that would start a document with only whitespace is dropped, as blank documents are)."""
     if max_bytes is None:
         yield from chunks
         return
     left = max_bytes
+    starts = True  # the next piece starts a document
     for raws, ends in chunks:
         size = sum(map(len, raws))
         if size < left:
             left -= size
             yield raws, ends
+            starts = ends[-1] if ends else starts
             continue
         kept_raws, kept_ends = [], []
         for raw, end in zip(raws, ends, strict=True):
             if len(raw) >= left:
                 cut = raw[: _char_boundary(raw + b" ", left)]
-                if cut:
+                if not starts or (cut and not cut.isspace()):
                     kept_raws.append(cut)
                     kept_ends.append(True)
                 break
             left -= len(raw)
             kept_raws.append(raw)
             kept_ends.append(end)
+            starts = end
         yield kept_raws, kept_ends
         return
 
 
 def hub_pieces(src: SourcePlan) -> Iterator[Chunk]:
-    """One piece per row (each row is a document), up to data.max_bytes."""
-    chunks = (([(t or "").encode("utf-8") for t in texts], [True] * len(texts)) for texts in hub_texts(src))
-    return limit_pieces(chunks, src.max_bytes)
+    """One piece per row (each row is a document; blank rows dropped), up to data.max_bytes."""
+    rows = ([t.encode("utf-8") for t in texts if t and not is_blank(t)] for texts in hub_texts(src))
+    return limit_pieces(((raws, [True] * len(raws)) for raws in rows), src.max_bytes)
 
 
 def pieces(src: SourcePlan) -> Iterator[Chunk]:

@@ -37,7 +37,7 @@ EOT = "<|endoftext|>"
 RANKS_FILE = "tokenizer.tiktoken"  # written beside tokenizer.json by save()
 PAD_TO = 64  # the embedding's vocabulary is a multiple of this (nanoGPT: 50257 -> 50304)
 MAX_IDS = 1 << 32  # the widest token files (uint32) hold ids below this
-# The largest vocabulary accepted: 2^24 ids, 64x the largest published one (Gemma 3's 262,144). Ranks
+# The largest vocabulary accepted: 2^24 ids, 64x Gemma 3's 262,144 (among the largest published). Ranks
 # above it are sparse files or mistakes: the embedding is vocab x d_model floats whatever the file holds
 # (2^31 ids at d_model=32 in fp32: 256 GiB), and at 2^24 ids GPT-2 small's width already needs 48 GiB.
 MAX_VOCAB = 1 << 24
