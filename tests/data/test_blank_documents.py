@@ -98,3 +98,16 @@ def test_empty_stdlib_files_are_dropped_with_their_groups_aligned(tmp_path: Path
     assert ds["text"] == ["x = 1\n", "y = 2\n"] and ds["group"] == ["abc", "pkg"]
     ds = stdlib_documents(tmp_path, [Path(r) for r in files], 8)  # 6 bytes, then "y = 2\n" cut to "y "
     assert ds["text"] == ["x = 1\n", "y "] and ds["group"] == ["abc", "pkg"]
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_source_of_blank_documents_only_is_refused_as_no_text(make_cfg, tmp_path: Path, streaming) -> None:
+    """Loaded or streamed, the same line as for an empty text file (docs/bad-inputs.md, "empty file")."""
+    path = tmp_path / "blank.jsonl"
+    path.write_text("".join(json.dumps({"story": r}) + "\n" for r in ["", "  \n", None]))
+    cfg = make_cfg(source="hub", name="local/set", path=str(path), text_column="story", streaming=streaming)
+    with pytest.raises(ValueError) as err:
+        prepare_tokens(cfg)
+    assert str(err.value) == (
+        f"data.source=hub: the documents hold no text (0 tokens; path={path}); accepted: non-empty UTF-8 text"
+    )

@@ -46,7 +46,12 @@ def load_documents(src: SourcePlan) -> datasets.Dataset:
         column = "text" if src.kind == "text" else src.text_column
         ds = _text_only(ds, column, f"data.path={src.path!r}")
     if src.kind != "pystdlib":  # stdlib_documents drops its own, before its byte budget
-        ds = drop_blank(ds)
+        n_rows, ds = len(ds), drop_blank(ds)
+        if n_rows and not len(ds):  # what the streaming packer says of the same files
+            raise ValueError(
+                f"data.source={src.kind}: the documents hold no text (0 tokens; path={src.path}); "
+                "accepted: non-empty UTF-8 text"
+            )
     if src.max_bytes is not None and src.kind != "pystdlib":
         ds = limit_bytes(ds, src.max_bytes)
     log.info("loaded %d documents from data.source=%s", len(ds), src.kind)
