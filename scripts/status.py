@@ -2,7 +2,8 @@
 
 usage: python scripts/status.py <sweep dir>
 Reads only files (progress.json, each job's metrics.json and CSV log): run it from any shell while
-the sweep runs, also on a SLURM login node. A job whose sweep was killed shows as interrupted.
+the sweep runs, also on a SLURM login node. A job stopped by SIGTERM (the sweep's Ctrl-C), or whose
+sweep was killed, shows as interrupted; `step` is the steps it has done.
 """
 
 from __future__ import annotations

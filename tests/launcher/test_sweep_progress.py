@@ -189,3 +189,62 @@ def test_a_submitit_array_reports_each_task_start_and_end(tmp_path: Path) -> Non
     assert "| 2 done, 0 running, 1 failed, 0 pending of 3 | elapsed" in lines[-1]
     record = json.loads((tmp_path / "s" / "progress.json").read_text())
     assert record["closed"] and [j["state"] for j in record["jobs"].values()] == ["done", "failed", "done"]
+
+
+def _csv_steps(job_dir: Path) -> list[int]:
+    """The `step` cells of the job's CSV rows that hold a train loss, read with the csv module."""
+    import csv
+
+    with (job_dir / "csv" / "metrics.csv").open() as f:
+        return [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
+
+
+def test_status_counts_steps_done_not_the_csv_zero_based_step(tmp_path: Path) -> None:
+    """A real 3-step serial multirun job (one train row a step): status.py shows 3/3, the number
+    of train rows in its CSV and its metrics.json steps, not the last row's 0-based step (2)."""
+    sweep = tmp_path / "sweep"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), "-m", *TINY, "seed=1", "trainer.max_steps=3",
+         "trainer.val_check_interval=3", "data.val_windows=8", f"hydra.sweep.dir={sweep}",
+         f"data.cache_dir={tmp_path / 'cache'}"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = _csv_steps(sweep / "0")
+    done = json.loads((sweep / "0" / "metrics.json").read_text())["steps"]
+    assert len(rows) == done == 3 and max(rows) == 2, rows  # the oracle: rows counted, the job's word
+    out = _status(sweep).stdout
+    assert out.splitlines()[1].split()[:3] == ["0", "done", "3/3"], out
+
+
+def test_jobs_a_stopped_sweep_ended_are_interrupted_in_its_lines_and_in_status(tmp_path: Path) -> None:
+    """Ctrl-C to a 2-slot sweep of 4: jobs 0, 1 finished, then 2, 3 were stopped by SIGTERM. Their
+    metrics.json says preempted (written by the app's own `write_status`, as it does on SIGTERM) and
+    the pool saw exit 143 (not ok): the lines, progress.json and status.py all say interrupted."""
+    from gptlab.analysis.jobs import read_job
+    from gptlab.analysis.sweep_status import job_state
+    from gptlab.training.app import write_status
+
+    clock, lines = Clock(), []
+    p = SweepProgress(tmp_path, [0, 1, 2, 3], slots=2, emit=lines.append, now=clock)
+    for num, status in ((0, "finished"), (1, "finished"), (2, "preempted"), (3, "preempted")):
+        p.started(num)
+        (tmp_path / str(num)).mkdir()
+        write_status(tmp_path / str(num), {"status": "running"})
+        clock.t += 5
+        write_status(tmp_path / str(num), {"status": status, "steps": 7})
+        p.ended(num, ok=status == "finished")
+    p.close()
+    own = {n: json.loads((tmp_path / str(n) / "metrics.json").read_text())["status"] for n in range(4)}
+    assert own == {0: "finished", 1: "finished", 2: "preempted", 3: "preempted"}  # the jobs' own word
+    assert re.search(r"job 3 interrupted after 0:00:05 \| 2 done, 0 running, 0 failed, 2 interrupted, "
+                     r"0 pending of 4", lines[-1]), lines[-1]  # fmt: skip
+    assert not any("FAILED" in line for line in lines), lines
+    record = json.loads((tmp_path / "progress.json").read_text())
+    assert [j["state"] for j in record["jobs"].values()] == ["done", "done", "interrupted", "interrupted"]
+    rows, line = read_status(tmp_path)
+    assert [r.state for r in rows] == ["done", "done", "interrupted", "interrupted"]
+    assert line.startswith("2 done, 0 running, 2 interrupted, 0 pending of 4 |"), line
+    # progress.json from before this fix called them failed: the job's own word still wins
+    assert job_state(read_job(tmp_path / "2"), "failed", False) == "interrupted"

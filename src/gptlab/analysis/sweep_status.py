@@ -81,21 +81,39 @@ def max_steps(job: Job) -> int | None:
 
 
 def job_state(job: Job, launcher_state: str | None, alive: bool | None) -> str:
-    """One of STATES from the job's own record, the launcher's word and whether the sweep lives."""
+    """One of STATES from the job's own record, the launcher's word and whether the sweep lives.
+
+    A job stopped by SIGTERM (metrics.json `preempted`: the sweep's Ctrl-C or SIGTERM, a SLURM
+    preemption) is `interrupted`, also where an older progress.json called it failed: it resumes
+    from its checkpoint. A job with no dir yet is `running` once the launcher said it started (its
+    worker is still composing), so the counts match the sweep's own lines from the first second."""
     if job.path is None:
-        return "pending"
+        if launcher_state == "running":
+            return "interrupted" if alive is False else "running"
+        return launcher_state if launcher_state in ("failed", "interrupted") else "pending"
     if job.status in ("finished",):
         return "done"
     if job.status == "diverged":
         return "diverged"
+    if job.status == "preempted" or launcher_state == "interrupted":  # its own word comes first
+        return "interrupted"
     if job.status == "failed" or launcher_state == "failed":
         return "failed"
-    if job.status == "preempted":
-        return "interrupted"
     # running, or no metrics.json yet (composing, or killed before writing it)
     if alive is False:
         return "interrupted"
     return "running"
+
+
+def steps_done(job: Job) -> int | None:
+    """Optimizer steps the job has done: metrics.json's `steps` once it ended (the trainer's own
+    count), else one more than the CSV log's last `step` (that column is 0-based, the step a row
+    was logged at: a 12-step job's last row says 11)."""
+    steps = (job.metrics or {}).get("steps")
+    if isinstance(steps, int) and not isinstance(steps, bool):
+        return steps
+    last = job.last_step()
+    return None if last is None else last + 1
 
 
 def last_val_loss(job: Job) -> float | None:
@@ -119,6 +137,20 @@ def describe(job: Job, keys: set[str]) -> str:
     return " ".join(f"{k}={v}" for k, v in job.values.items() if k in keys and not k.startswith("hydra."))
 
 
+def launcher_key(job: Job) -> str:
+    """The job's key in progress.json (its number): a job dir's name, or `(k)` for the k-th planned
+    job that has no dir yet."""
+    return job.name[1:-1] if job.path is None and job.name.startswith("(") else job.name
+
+
+def unlisted_jobs(jobs: list[Job], launched: dict[str, Any]) -> list[Job]:
+    """Jobs progress.json knows that neither a dir nor the sweep's plan lists (a sweeper whose
+    trials are decided as they go, or the first seconds before multirun.yaml is read)."""
+    known = {launcher_key(j) for j in jobs}
+    extra = [k for k in launched if k not in known]
+    return [Job(name=f"({k})", path=None, overrides=[], status="not started") for k in extra]
+
+
 def read_status(sweep_dir: str | Path, now: float | None = None) -> tuple[list[Row], str]:
     """(one row per job, the summary line with counts, elapsed and ETA)."""
     root = Path(sweep_dir)
@@ -137,13 +169,12 @@ def read_status(sweep_dir: str | Path, now: float | None = None) -> tuple[list[R
     rows = []
     jobs = read_sweep(root)
     keys = swept_keys(jobs)
-    for job in jobs:
-        word = (launched.get(job.name) or {}).get("state")
+    for job in jobs + unlisted_jobs(jobs, launched):
+        word = (launched.get(launcher_key(job)) or {}).get("state")
         state = job_state(job, word, alive)
-        step = job.last_step()
-        if step is None and job.metrics is not None:
-            step = job.metrics.get("steps") if isinstance(job.metrics.get("steps"), int) else None
-        rows.append(Row(job.name, state, step, max_steps(job), last_val_loss(job), describe(job, keys)))
+        rows.append(
+            Row(job.name, state, steps_done(job), max_steps(job), last_val_loss(job), describe(job, keys))
+        )
     return rows, status_line(rows, progress, alive, now)
 
 
@@ -162,7 +193,9 @@ def status_line(rows: list[Row], progress: dict[str, Any] | None, alive: bool | 
     text += f" | elapsed {clock(last - since)}"
     if alive is False:
         return text + " | stopped" + ("" if progress.get("closed") else " (sweep process gone)")
-    durations = [j["end"] - j["start"] for j in jobs if j.get("state") == "done" and j.get("start")]
+    durations = [
+        j["end"] - j["start"] for j in jobs if j.get("state") == "done" and j.get("start") and j.get("end")
+    ]
     ages = [now - j["start"] for j in jobs if j.get("state") == "running" and j.get("start")]
     pending = sum(j.get("state") == "pending" for j in jobs)
     eta = eta_seconds(durations, ages, pending, int(progress.get("slots", 1)))

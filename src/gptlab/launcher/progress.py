@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 PROGRESS = "progress.json"
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+INTERRUPTED = "interrupted"  # stopped by SIGTERM (Ctrl-C to the sweep, preemption): resumable
 
 
 @dataclass
@@ -61,8 +62,10 @@ def clock(seconds: float | None) -> str:
 
 
 def job_outcome(job_dir: Path, launcher_ok: bool) -> str:
-    """DONE or FAILED: a job whose metrics.json says failed (a bad setting returns normally in a
-    multirun, so the launcher sees success) failed, unless it diverged, which is a result."""
+    """DONE, FAILED or INTERRUPTED: a job whose metrics.json says failed (a bad setting returns
+    normally in a multirun, so the launcher sees success) failed, unless it diverged, which is a
+    result; one that says preempted was stopped by SIGTERM (the sweep's Ctrl-C or SIGTERM reaches
+    every running job so) and resumes from its checkpoint when the sweep is run again."""
     try:
         metrics = json.loads((job_dir / "metrics.json").read_text())
     except (OSError, ValueError):
@@ -70,20 +73,24 @@ def job_outcome(job_dir: Path, launcher_ok: bool) -> str:
     status = metrics.get("status") if isinstance(metrics, dict) else None
     if status == "failed" and not metrics.get("diverged"):
         return FAILED
-    if status in ("preempted", "running"):
+    if status == "preempted":
+        return INTERRUPTED
+    if status == "running":  # killed before it could write its end: it did not stop cleanly
         return FAILED
     return DONE if launcher_ok else FAILED
 
 
 def summary_line(jobs: dict[int, JobTimes], total: int, slots: int, since: float, now: float) -> str:
-    """`3 done, 2 running, 1 failed, 6 pending of 12 | elapsed 0:12:30 | ETA 0:25:00`."""
-    count = {s: sum(j.state == s for j in jobs.values()) for s in (DONE, RUNNING, FAILED)}
+    """`3 done, 2 running, 1 failed, 6 pending of 12 | elapsed 0:12:30 | ETA 0:25:00` (and
+    `N interrupted` after `failed` once a job was stopped)."""
+    count = {s: sum(j.state == s for j in jobs.values()) for s in (DONE, RUNNING, FAILED, INTERRUPTED)}
     pending = total - sum(count.values())
+    stopped = f"{count[INTERRUPTED]} interrupted, " if count[INTERRUPTED] else ""
     durations = [j.end - j.start for j in jobs.values() if j.state == DONE and j.end and j.start]
     ages = [now - j.start for j in jobs.values() if j.state == RUNNING and j.start]
     eta = eta_seconds(durations, ages, pending, slots) if pending + count[RUNNING] else 0.0
     return (
-        f"{count[DONE]} done, {count[RUNNING]} running, {count[FAILED]} failed, {pending} pending "
+        f"{count[DONE]} done, {count[RUNNING]} running, {count[FAILED]} failed, {stopped}{pending} pending "
         f"of {total} | elapsed {clock(now - since)} | ETA {clock(eta)}"
     )
 
@@ -121,7 +128,7 @@ class SweepProgress:
         job.end = self.now()
         job.start = job.start if job.start is not None else job.end
         job.state = job_outcome(self.dir / str(num), ok)
-        word = "finished" if job.state == DONE else "FAILED"
+        word = {DONE: "finished", INTERRUPTED: "interrupted"}.get(job.state, "FAILED")
         self._event(f"job {num} {word} after {clock(job.end - job.start)}")
 
     def close(self) -> None:
