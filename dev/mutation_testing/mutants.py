@@ -389,6 +389,17 @@ MUTANTS: list[Mutant] = [
     Mutant("status_unlisted_started_jobs_dropped", "analysis/sweep_status.py",
            "for job in jobs + unlisted_jobs(jobs, launched):", "for job in jobs:",
            "without a plan (ablation.json, multirun.yaml) the started jobs are not listed at all"),
+    Mutant("view_runset_grouped_by_arm", "dashboards/view.py",
+           "filters=filters, groupby=[], run_settings=runs,",
+           'filters=filters, groupby=[expr.Config("arm")], run_settings=runs,',
+           "the run set grouped by arm: the summary run (no arm) is an extra group, its figures' panel too"),
+    Mutant("view_curves_ungrouped", "dashboards/view.py",
+           '                    panel.groupby = wr.Config("arm")\n', "",
+           "curve panels not grouped by arm: every seed a line of its own, no mean and band"),
+    Mutant("view_runs_uncolored", "dashboards/view.py",
+           "runs = {rid: ws.RunSettings(color=colors[arm])"
+           " for rid, arm in t.run_arms.items() if arm in colors}",
+           "runs = {}", "the jobs' runs lose their arm's color (the report's figure colors)"),
     # --- issue 37 §2-3: tokenizers (ordinary text, .tiktoken refusals, the BPE fast path's guard) ---
     Mutant("hf_special_tokens_read", "data/tokenizers/hf.py", "self.tok = ordinary(tok)", "self.tok = tok",
            "tokenizers' encoder turns a <|endoftext|> written in a document into the EOS id"),

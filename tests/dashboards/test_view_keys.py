@@ -143,9 +143,70 @@ def test_the_view_passes_through_the_librarys_models(sweeps: dict[str, Path]) ->
     model = internal.View.model_validate_json(text)
     again = from_json(text)
     assert json.loads(to_json(again)) == json.loads(model.model_dump_json(by_alias=True)) == json.loads(text)
-    assert [g.name for g in again.runset_settings.groupby] == ["arm"]
-    colors = again.runset_settings.group_colors
-    assert sorted(colors) == ["deepnorm", "post", "pre", "sandwich"] and len(set(colors.values())) == 4
+    assert again.runset_settings.groupby == []  # the curve panels group by arm (issue 37 §1)
+    curves = [p for s in again.sections for p in s.panels if type(p).__name__ == "LinePlot"]
+    assert curves and {getattr(p.groupby, "name", None) for p in curves} == {"arm"}
+    colors = {k: v.color for k, v in again.runset_settings.run_settings.items()}
+    arms = {run_id(p): logged_arm(p) for p in run_files(sweep)}  # each job's run, its arm as wandb has it
+    assert sorted(colors) == sorted(arms) and sorted(set(arms.values())) == [
+        "deepnorm",
+        "post",
+        "pre",
+        "sandwich",
+    ]
+    assert len(set(colors.values())) == 4 and all(
+        (colors[a] == colors[b]) == (arms[a] == arms[b]) for a in arms for b in arms
+    )  # one color an arm
+
+
+def run_id(path: Path) -> str:
+    return path.stem.removeprefix("run-")
+
+
+def logged_arm(path: Path) -> str | None:
+    """The `arm` config value a run's .wandb file records (JSON-encoded, as wandb stores it)."""
+    for r in wandb_records(path):
+        kind = r.WhichOneof("record_type")
+        items = r.run.config.update if kind == "run" else r.config.update if kind == "config" else []
+        for i in items:
+            if (i.key or i.nested_key[0]) == "arm":
+                return json.loads(i.value_json)
+    return None
+
+
+def job_type(path: Path) -> str:
+    return next((r.run.job_type for r in wandb_records(path) if r.WhichOneof("record_type") == "run"), "")
+
+
+def test_the_summary_run_is_in_no_arm_group_and_its_figures_show(sweeps: dict[str, Path]) -> None:
+    """The real sweep's runs, read from their .wandb files: the summary run (job_type report, no
+    arm) is in the run set (the group), it alone logged the media panel's keys, and no grouped panel
+    holds it: a panel is grouped by the run set's grouping or its own, and holds a run that logged
+    a key it names. Every run a grouped panel holds has an arm."""
+    sweep = sweeps["L2_placements"]
+    runs = [(p, *logged(p)) for p in [*run_files(sweep), summary_run_file(sweep)]]
+    view = view_of(sweep)
+    assert [job_type(p) for p, *_ in runs].count("report") == 1 and job_type(runs[-1][0]) == "report"
+    assert {group for *_, group, _ in runs} == {view.runset_settings.filters.split("'")[1]}
+    for section in view.sections:
+        for panel in section.panels:
+            names = panel_keys(single_panel_view(view, panel))
+            holds = [p for p, history, *_ in runs if names & history]
+            grouped = [g.name for g in view.runset_settings.groupby] + (
+                [panel.groupby.name] if getattr(panel, "groupby", None) is not None else []
+            )
+            if type(panel).__name__ == "MediaBrowser":
+                assert holds == [runs[-1][0]] and not grouped, (holds, grouped)
+            if grouped:
+                assert all(logged_arm(p) is not None for p in holds), (panel.title, holds)
+
+
+def single_panel_view(view, panel):
+    """A copy of the view with only `panel`, so panel_keys names that panel's keys alone."""
+    import wandb_workspaces.workspaces as ws
+
+    return ws.Workspace(entity=view.entity, project=view.project, name="one",
+                        sections=[ws.Section(name="one", panels=[panel])])  # fmt: skip
 
 
 def test_the_summary_run_carries_the_view_and_the_question_shows_its_figures(sweeps: dict[str, Path]) -> None:

@@ -11,7 +11,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from gptlab.ablation.sweep_dir import read_record
+from gptlab.ablation.sweep_dir import job_overrides, read_record
 from gptlab.dashboards.keys import RunShape, read_config, shape_of
 from gptlab.dashboards.view import Target, verdict_markdown
 
@@ -43,6 +43,15 @@ def previous_wandb_id(run_dir: Path) -> str | None:
 def job_dirs(sweep: Path) -> list[Path]:
     dirs = [d for d in sweep.iterdir() if d.is_dir() and d.name.isdigit() and (d / ".hydra").is_dir()]
     return sorted(dirs, key=lambda d: int(d.name))
+
+
+def arm_of(job_dir: Path, arm_key: str) -> str | None:
+    """The job's value of the sweep's arm key, from the overrides Hydra recorded for it."""
+    for override in job_overrides(job_dir) or []:
+        key, _, value = override.partition("=")
+        if key.lstrip("+~") == arm_key:
+            return value
+    return None
 
 
 def failed_jobs(dirs: list[Path]) -> list[str]:
@@ -101,6 +110,9 @@ def load(path: str | Path, entity: str | None, project: str | None, allow_failed
         figures = sorted((root / "figures").glob("*.png"))
         target.report_keys = [f"report/{p.stem}" for p in figures]
         target.verdict_md = verdict_markdown(root / "report.md")
+        if target.arm_key:  # each job's run gets its arm's color (the summary run has no arm)
+            arms = {str(previous_wandb_id(d)): arm_of(d, target.arm_key) for d in logged}
+            target.run_arms = {rid: arm for rid, arm in arms.items() if arm is not None}
     if not target.group:
         target.run_ids = [str(previous_wandb_id(d)) for d in logged]
     return shape, target, root

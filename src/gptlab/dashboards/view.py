@@ -3,7 +3,11 @@
 Sections, in the order a researcher reads them: the question (final val loss against LR per arm,
 val curves per arm, the summary run's report figures and verdict tables), loss, gradients by depth,
 attention and logits, updates and activations, stability and speed. The run set is the sweep's
-group, grouped by `arm` (seeds: mean and a min-max band), one color per arm. Every panel names only
+group: its jobs and its summary run (job_type `report`, the report's figures). The run set itself is
+not grouped (a workspace has one run set, and grouping it by `arm` made the summary run, which has no
+arm, an extra unnamed group in every panel, its figures' included); each curve panel groups its runs
+by `arm` itself (seeds: mean and a min-max band), and each job's run has its arm's color (the
+report's figure colors), so the scatter plots read per arm too. Every panel names only
 keys that the runs' config logs (gptlab.dashboards.keys). The view is a plain file first
 (`wandb_view.json`: the library's own View model as JSON); saving it to a server is one library call
 (`save`), the only step that needs a network.
@@ -37,6 +41,7 @@ class Target:
     arms: list[str] = field(default_factory=list)
     ladder_key: str | None = None
     report_keys: list[str] = field(default_factory=list)  # report/<figure> images of the summary run
+    run_arms: dict[str, str] = field(default_factory=dict)  # each job's wandb run id -> its arm
     verdict_md: str = ""
 
 
@@ -135,10 +140,13 @@ def sections(shape: RunShape, t: Target) -> list[Any]:
         ("Stability and speed", speed),
     ]
     named = [(n, [p for p in panels if _names_a_key(p)]) for n, panels in named]
-    if t.arm_key:  # seeds of an arm: their mean, and a band from min to max
+    if t.arm_key:  # each curve panel groups by arm: seeds' mean, and a band from min to max
+        import wandb_workspaces.reports.v2 as wr
+
         for _, panels in named:
             for panel in panels:
                 if type(panel).__name__ == "LinePlot":
+                    panel.groupby = wr.Config("arm")
                     panel.groupby_aggfunc, panel.groupby_rangefunc = "mean", "minmax"
     return [ws.Section(name=n, panels=p, is_open=True) for n, p in named if p]
 
@@ -152,9 +160,9 @@ def build_view(shape: RunShape, t: Target) -> Any:
         filters = [expr.Metric("Group") == t.group]
     else:
         filters = [expr.Metric("ID").isin(list(t.run_ids))]
-    groupby = [expr.Config("arm")] if t.arm_key else []
     pinned = ["config:arm", "config:lr", "config:seed", "summary:val/loss"] if t.arm_key else []
     colors = {arm: COLORS[i % len(COLORS)] for i, arm in enumerate(t.arms)} if t.arm_key else {}
+    runs = {rid: ws.RunSettings(color=colors[arm]) for rid, arm in t.run_arms.items() if arm in colors}
     return ws.Workspace(
         entity=t.entity,
         project=t.project,
@@ -162,9 +170,8 @@ def build_view(shape: RunShape, t: Target) -> Any:
         sections=sections(shape, t),
         settings=ws.WorkspaceSettings(x_axis="Step", group_by_prefix="first"),
         runset_settings=ws.RunsetSettings(
-            filters=filters, groupby=groupby, group_colors=colors,
-            pinned_columns=pinned,
-        ),
+            filters=filters, groupby=[], run_settings=runs, pinned_columns=pinned,
+        ),  # not grouped: the summary run would be a group of its own (see the module's docstring)
     )  # fmt: skip
 
 
@@ -197,10 +204,13 @@ def panel_keys(view: Any) -> set[str]:
 
 
 def config_keys(view: Any) -> set[str]:
-    """Config keys the view groups, filters or plots by."""
+    """Config keys the view groups, filters or plots by (the run set's grouping and the panels')."""
     found = {getattr(g, "name", str(g)) for g in view.runset_settings.groupby}
     for section in view.sections:
         for panel in section.panels:
+            group = getattr(panel, "groupby", None)
+            if group is not None:
+                found.add(getattr(group, "name", str(group)))
             for attr in ("x", "y"):
                 item = getattr(panel, attr, None)
                 if type(item).__name__ == "Config":
