@@ -228,6 +228,7 @@ COMMANDS: dict[str, str] = {
     ),
     # docs/architecture.md
     "python train.py model=<preset> group=option key=value ...": "template: the grammar of every train.py line",
+    "python train.py model.norm=dyt": "tests/training/test_dyt_run.py::test_train_py_with_dyt_learns_and_export_refuses_it",
     # docs/bad-inputs.md
     ".venv/bin/python train.py model.n_layer=2 model.n_embd=32 model.n_head=2 model.block_size=32 data.batch_size=4 "
     "data.max_bytes=60000 data.num_proc=1 trainer.max_steps=2 trainer.val_check_interval=2 data.val_windows=4 "

@@ -205,3 +205,17 @@ def test_parameter_count_and_flops_count_alpha_gamma_beta(placement: str) -> Non
     d = SMALL["n_embd"]
     assert dyt.num_params() - rms.num_params() == n_sites * (d + 1)
     assert dyt.flops_per_token() - rms.flops_per_token() == 6 * n_sites * (d + 1)
+
+
+def test_init_from_a_hf_checkpoint_refuses_dyt(tmp_path) -> None:
+    from gptlab.config import TrainConfig
+    from gptlab.data.tokenizers import ByteTokenizer
+    from gptlab.export import export_hf
+    from gptlab.training.app import model_config
+
+    hf = export_hf(GPT(GPTConfig(**SMALL)), tmp_path / "hf", None)
+    cfg = TrainConfig(model=GPTConfig(init_from=str(hf), norm="dyt"))
+    with pytest.raises(ValueError) as err:
+        model_config(cfg, 64, ByteTokenizer())
+    assert str(err.value).startswith("model.norm='dyt' cannot start from model.init_from=")
+    assert "\n" not in str(err.value)
