@@ -464,6 +464,10 @@ MUTANTS: list[Mutant] = [
     Mutant("plan_bf16_true_fp32_state", "planning/step.py", "model.to(torch.bfloat16)",
            "model.to(torch.float32)", "bf16-true planned with fp32 parameters, gradients and AdamW state"),
     # --- issue 37 §6: launchers, spikes and the rest of rounds three and four ---
+    Mutant("spike_sigma_no_sqrt2", "training/callbacks/spikes.py", "diff * diff / 2", "diff * diff",
+           "σ from step-to-step differences without the 1/√2: spikes need 6√2 σ"),
+    Mutant("spike_warmup_one_late", "training/callbacks/spikes.py", "self.seen >= self.warmup",
+           "self.seen > self.warmup", "spikes watched from one step after warmup_steps"),
     # --- issue 39: attention heads (GQA / MQA), DyT, Muon ---
     Mutant("gqa_kv_repeat_wrong_order", "model/attention.py",
            "        gqa = self.n_kv_head != self.n_head",
