@@ -464,6 +464,12 @@ MUTANTS: list[Mutant] = [
     Mutant("plan_bf16_true_fp32_state", "planning/step.py", "model.to(torch.bfloat16)",
            "model.to(torch.float32)", "bf16-true planned with fp32 parameters, gradients and AdamW state"),
     # --- issue 37 §6: launchers, spikes and the rest of rounds three and four ---
+    Mutant("plan_recompute_half", "planning/plan.py", "return 1.0 + share / 3.0", "return 1.0 + share / 2.0",
+           "activation checkpointing's recompute counted as half the step, not a third"),
+    Mutant("plan_budget_steps_floor", "planning/plan.py", "steps = math.ceil(tokens / p.setup.tokens_per_step)",
+           "steps = int(tokens / p.setup.tokens_per_step)", "a budget's last partial step is not counted"),
+    Mutant("plan_mfu_nearest_linear", "planning/mfu.py", "abs(math.log(r.params / params))",
+           "abs(r.params - params)", "the MFU row nearest in parameters, not in log size"),
     Mutant("spike_sigma_no_sqrt2", "training/callbacks/spikes.py", "diff * diff / 2", "diff * diff",
            "σ from step-to-step differences without the 1/√2: spikes need 6√2 σ"),
     Mutant("spike_warmup_one_late", "training/callbacks/spikes.py", "self.seen >= self.warmup",
