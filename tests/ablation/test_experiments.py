@@ -21,6 +21,7 @@ ARMS = {
     "ablate_ffn": ("model/ffn", {"swiglu", "gelu", "geglu", "reglu", "relu"}),
     "ablate_tying": ("model/tying", {"tied", "untied"}),
     "ablate_init": ("model.depth_scaled_init", {"none", "global", "per_layer"}),
+    "ablate_norm": ("model/norm", {"rmsnorm", "dyt"}),
 }
 
 
