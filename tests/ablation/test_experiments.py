@@ -22,6 +22,7 @@ ARMS = {
     "ablate_tying": ("model/tying", {"tied", "untied"}),
     "ablate_init": ("model.depth_scaled_init", {"none", "global", "per_layer"}),
     "ablate_norm": ("model/norm", {"rmsnorm", "dyt"}),
+    "ablate_attention": ("model/attention", {"mha", "gqa", "mqa"}),
 }
 
 
