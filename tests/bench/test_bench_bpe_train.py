@@ -61,3 +61,58 @@ def test_bench_bpe_train_budgets_on_python_sources(tmp_path: Path) -> None:
     assert "| rustbpe | 1 MiB spread over 2 MiB | 299 |" in proc.stdout, proc.stdout
     corpus = (tmp_path / "python_sources_6MiB.txt").read_text()
     assert "def " in corpus and corpus.count("<|endoftext|>") > 10  # real source files, one per document
+
+
+def _bench(tmp_path: Path, *args: str) -> tuple[list[dict], str]:
+    out = tmp_path / "rows.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(REPO / "dev" / "bench_bpe_train.py"), *args,
+                           "--work", str(tmp_path), "--json", str(out)],
+                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_bench_bpe_train_long_runs_cut_and_uncut(tmp_path: Path) -> None:
+    """--corpus long-runs puts --runs one-character runs in the sample (issue 37, item 3); each is one
+    pre-token (a space and the run, or the spaces before " end"), cut every 256 characters by both
+    trainers at the default bound and not at all at `none`."""
+    rows, stdout = _bench(tmp_path, "--corpus", "long-runs", "--sample-mib", "2", "--runs", "3",
+                          "--run-chars", "3000", "--vocab-size", "400", "--rounds", "1",
+                          "--max-piece-chars", "256,none")  # fmt: skip
+    assert [(r["trainer"], r["max_piece_chars"]) for r in rows] == [
+        ("tokenizers", 256), ("rustbpe", 256), ("tokenizers", None), ("rustbpe", None)]  # fmt: skip
+    # runs of 3000 "a", 3001 "-", 3002 " ": pre-tokens of 3001, 3002 and 3003 characters, 12 chunks each
+    assert [r["cuts"] for r in rows] == [33, 33, 0, 0]
+    assert [r["n_ids"] for r in rows] == [400, 399, 400, 399]
+    corpus = (tmp_path / "long_runs_6MiB_3x3000.txt").read_text()
+    sample, held_out = corpus[: 2 << 20], corpus[2 << 20 :]
+    assert all(f"run {i}: " + c * (3000 + i) + " end." in sample for i, c in enumerate("a- "))
+    assert "run " not in held_out and "a" * 300 not in held_out
+    assert "| tokenizers, uncut | 2 MiB | 400 |" in stdout and "| rustbpe | 2 MiB | 399 |" in stdout
+
+
+def test_bench_bpe_train_ordinary_text_cut_and_uncut(tmp_path: Path) -> None:
+    """On the generated corpus (words of at most 8 letters) nothing is cut, and the bound trains the
+    same BPE: the same held-out compression, trainer by trainer."""
+    rows, _ = _bench(tmp_path, "--sample-mib", "1", "--vocab-size", "512", "--rounds", "1",
+                     "--max-piece-chars", "256,none")  # fmt: skip
+    assert [r["cuts"] for r in rows] == [0, 0, 0, 0]
+    cut, uncut = rows[:2], rows[2:]
+    assert [r["bytes_per_token"] for r in cut] == [r["bytes_per_token"] for r in uncut]
+
+
+@pytest.mark.slow
+def test_bench_bpe_train_python_sources_cut_and_uncut(tmp_path: Path) -> None:
+    """On real text the cuts counted are those of its GPT-2 pre-tokens over 256 characters (counted
+    here with the `regex` module), none uncut. (Here the first 17 MiB hold three: digit strings of
+    364-451 characters in a test file of a site package; which files come first depends on the
+    interpreter's packages.)"""
+    regex = pytest.importorskip("regex")
+    rows, _ = _bench(tmp_path, "--corpus", "python-sources", "--sample-mib", "17", "--vocab-size", "300",
+                     "--rounds", "1", "--trainers", "rustbpe", "--max-piece-chars", "256,none")  # fmt: skip
+    pattern = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+    docs = (tmp_path / "python_sources_21MiB.txt").read_bytes()[: 17 << 20].split(b"<|endoftext|>")
+    pieces = [p for d in docs for p in regex.findall(pattern, d.decode("utf-8", errors="ignore"))]
+    want = sum(-(-len(p) // 256) - 1 for p in pieces)
+    assert [r["cuts"] for r in rows] == [want, 0]

@@ -272,6 +272,11 @@ COMMANDS: dict[str, str] = {
     "--rounds 1 --budget-mib 12,50,all --corpus python-sources": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_budgets_on_python_sources",
     "PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_bpe_train.py --sample-mib 100 --vocab-size 4096 "
     "--rounds 2": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_script_times_both_trainers",
+    # docs/performance.md, "Long runs in one pre-token" (issue 37, item 3)
+    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python dev/bench_bpe_train.py --corpus long-runs --sample-mib 8 --runs 3 --run-chars 100000 --vocab-size 4096 --rounds 2 --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_long_runs_cut_and_uncut",
+    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python dev/bench_bpe_train.py --corpus long-runs --sample-mib 8 --runs 1 --run-chars 200000 --vocab-size 4096 --rounds 1 --trainers tokenizers --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_long_runs_cut_and_uncut",
+    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python dev/bench_bpe_train.py --sample-mib 32 --vocab-size 4096 --rounds 2 --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_ordinary_text_cut_and_uncut",
+    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python dev/bench_bpe_train.py --corpus python-sources --sample-mib 50 --vocab-size 4096 --rounds 1 --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_python_sources_cut_and_uncut",
     # docs/dashboards.md and README (issue 31): run on real sweeps by their own tests
     "python scripts/dashboard.py <sweep dir>": "tests/dashboards/test_view_keys.py::test_offline_the_command_writes_the_file_and_says_how_to_upload",
     "python scripts/dashboard.py <sweep dir> entity=<you> project=gptlab": "not runnable here: saving needs the network and a wandb account (the same command offline, which writes the file and prints the upload line: tests/dashboards/test_view_keys.py::test_offline_the_command_writes_the_file_and_says_how_to_upload)",
