@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from gptlab.analysis.sweep_status import read_status
 from gptlab.launcher.progress import SweepProgress, eta_seconds
 from tests.conftest import REPO, TINY
+from tests.waiting import wait_until
 
 
 class Clock:
@@ -102,15 +102,21 @@ def test_status_of_a_real_two_slot_sweep_while_it_runs_and_after_kill_9(tmp_path
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )  # fmt: skip
     try:
-        deadline, states, out = time.monotonic() + 240, {}, ""
-        while time.monotonic() < deadline:
-            time.sleep(2)
-            assert proc.poll() is None, (tmp_path / "out.txt").read_text()[-3000:]
-            out = _status(sweep).stdout
-            states = _states(out)
+        seen: dict[str, object] = {"out": "", "states": {}}
+
+        def both_running_with_a_val_loss() -> bool:
+            out = seen["out"] = _status(sweep).stdout
+            states = seen["states"] = _states(out)
             vals = [r for r in out.splitlines()[1:-1] if r.split()[1] == "running" and r.split()[3] != "-"]
-            if list(states.values()).count("running") == 2 and len(vals) == 2:
-                break
+            return list(states.values()).count("running") == 2 and len(vals) == 2
+
+        def sweep_gone() -> str | None:
+            return None if proc.poll() is None else (tmp_path / "out.txt").read_text()[-3000:]
+
+        wait_until(
+            both_running_with_a_val_loss, "two running jobs with a val loss", gone=sweep_gone, poll_s=2
+        )
+        out, states = seen["out"], seen["states"]
         assert sorted(states.values()) == ["pending", "pending", "running", "running"], out
         for row in out.splitlines()[1:-1]:
             if row.split()[1] == "running":

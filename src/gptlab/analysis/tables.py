@@ -62,8 +62,8 @@ def job_table(jobs: Sequence[Job], keys: Sequence[str]) -> str:
         m = j.metrics or {}
         params = m.get("num_params")
         steps: str = str(m["steps"]) if "steps" in m else EMPTY
-        if "steps" not in m and j.last_step() is not None:
-            steps = f"{j.last_step()} (csv)"
+        if "steps" not in m and (last := j.last_step()) is not None:
+            steps = f"{last + 1} (csv)"  # the CSV's step is 0-based: a row at step 11 is 12 steps done
         tps = j.metric("tokens_per_sec")
         # the report's reading (a non-finite loss or a non-finite-gradient stop is diverged even
         # where metrics.json's own flag says false), so this column never contradicts the status
