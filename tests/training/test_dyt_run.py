@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from gptlab.dashboards.keys import families, shape_of
+from gptlab.dashboards.view import Target, build_view, panel_keys
 from tests.conftest import TINY, column, read_csv_metrics, run_script
 from tests.training.rel_harness import csv_rows, train_here
 from tests.training.test_metric_names_documented import documented
@@ -61,7 +63,13 @@ def test_train_py_with_dyt_learns_and_export_refuses_it(tmp_path: Path) -> None:
         f"data.cache_dir={tmp_path / 'cache'}",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    val = column(read_csv_metrics(run_dir), "val/loss")
+    rows = read_csv_metrics(run_dir)
+    logged = {k for row in rows for k, v in row.items() if v and k.startswith("dyt_alpha/")}
+    predicted = families(shape_of(run_dir))["dyt_alpha"]  # the dashboard's keys, from the config alone
+    assert set(predicted) == logged and len(logged) == 2 * 2 + 1
+    view = build_view(shape_of(run_dir), Target(entity="e", project="p", name="n", run_ids=["r"]))
+    assert set(predicted) <= panel_keys(view)
+    val = column(rows, "val/loss")
     assert [s for s, _ in val] == [9, 19, 29]
     assert val[-1][1] < val[0][1] - 0.1, val
     out = run_script(

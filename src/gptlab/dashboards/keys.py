@@ -42,6 +42,7 @@ class RunShape:
     grad_clip: bool
     z_loss: bool
     mfu: bool = False
+    dyt_alpha: tuple[str, ...] = ()  # model.norm=dyt: the DyT sites whose α telemetry logs
 
     @property
     def blocks(self) -> list[str]:
@@ -66,6 +67,23 @@ def telemetry_groups(model: dict[str, Any]) -> tuple[str, ...]:
     order += [f"block_{i:02d}{s}" for i in range(cfg.n_layer) for s in ("", "/attn", "/ffn")]
     order += ["final_norm", "head"]
     return tuple(g for g in order if g == "total" or g in found)
+
+
+def dyt_sites(model: dict[str, Any]) -> tuple[str, ...]:
+    """The DyT sites (block_XX/<norm>, final_norm) of this model config, in parameter order, as
+    telemetry names them; none unless model.norm=dyt."""
+    if model.get("norm") != "dyt":
+        return ()
+    import torch
+
+    from gptlab.model.gpt import GPT
+    from gptlab.training.callbacks.telemetry_metrics import dyt_site
+
+    fields = {f.name for f in dataclasses.fields(GPTConfig)}
+    cfg = GPTConfig(**{k: v for k, v in model.items() if k in fields and k != "init_from"})
+    with torch.device("meta"):
+        gpt = GPT(cfg)
+    return tuple(site for name, _ in gpt.named_parameters() if (site := dyt_site(name)) is not None)
 
 
 def read_config(job_dir: Path) -> dict[str, Any]:
@@ -123,6 +141,7 @@ def shape_of(job_dir: Path) -> RunShape:
         grad_clip=float(optim.get("grad_clip") or 0) > 0,
         z_loss=float(optim.get("z_loss") or 0) > 0,
         mfu="throughput/mfu" in logged_elsewhere(job_dir),
+        dyt_alpha=dyt_sites(cfg["model"]) if on else (),
     )
 
 
@@ -158,4 +177,6 @@ def families(shape: RunShape) -> dict[str, list[str]]:
         out["attn_logit_max"] = [f"attn_logit_max/{b}" for b in blocks]
         out["attn_entropy"] = [f"attn_entropy/{b}" for b in blocks]
     out["logits"] = ["logits/mean", "logits/std", "logits/max", "logits/log_z_mean"]
+    if shape.dyt_alpha:
+        out["dyt_alpha"] = [f"dyt_alpha/{site}" for site in shape.dyt_alpha]
     return out

@@ -124,6 +124,8 @@ def sections(shape: RunShape, t: Target) -> list[Any]:
     ):
         if k.get(family):
             updates.append(_line(title, k[family], log_y=True))
+    if k.get("dyt_alpha"):  # model.norm=dyt: each site's learned α (linear: it starts at α0)
+        updates.append(_line("DyT α by site", k["dyt_alpha"]))
     speed = [
         _line("updates skipped (non-finite or spike)", k["skipped"]),
         _line("learning rate", k["lr"]),
