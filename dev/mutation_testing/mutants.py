@@ -493,6 +493,12 @@ MUTANTS: list[Mutant] = [
            "σ from step-to-step differences without the 1/√2: spikes need 6√2 σ"),
     Mutant("spike_warmup_one_late", "training/callbacks/spikes.py", "self.seen >= self.warmup",
            "self.seen > self.warmup", "spikes watched from one step after warmup_steps"),
+    Mutant("spike_blocks_rose_least", "training/callbacks/spikes.py", "reverse=True)[:top]",
+           "reverse=False)[:top]",
+           "a spike record's blocks are those whose gradient norm rose least"),
+    Mutant("spike_block_ratio_inverted", "training/callbacks/spikes.py",
+           "ratio = now / before if before else None", "ratio = before / now if now else None",
+           "a spike record's gradient-norm ratio is before/after: the blocks that jumped rank last"),
     # --- issue 39: attention heads (GQA / MQA), DyT, Muon ---
     Mutant("gqa_kv_repeat_wrong_order", "model/attention.py",
            "        gqa = self.n_kv_head != self.n_head",

@@ -59,3 +59,20 @@ def test_the_first_step_judged_is_step_warmup_steps(warmup: int) -> None:
     early = SpikeWatch(None, ema_decay=0.9, warmup_steps=warmup)
     feed(early, [*quiet[:-1], LEVEL + 100 * S])
     assert early.spikes == []
+
+
+def test_the_blocks_named_are_those_whose_gradient_norm_rose_most() -> None:
+    """Per block the gradient norm at the spike over its last logged value before it, written out
+    here: 2, 10, 1.5 and 4 times; the record names the top three, largest rise first."""
+    from types import SimpleNamespace
+
+    blocks = ["block_00", "block_01", "block_02", "block_03"]
+    before = {f"grad_norm/{b}": v for b, v in zip(blocks, [1.0, 0.5, 2.0, 0.25], strict=True)}
+    at = {f"grad_norm/{b}": v for b, v in zip(blocks, [2.0, 5.0, 3.0, 1.0], strict=True)}
+    telemetry = SimpleNamespace(history=[(0, {}), (10, before), (24, at)], blocks=blocks)
+    rise = {b: at[f"grad_norm/{b}"] / before[f"grad_norm/{b}"] for b in blocks}
+    expected = sorted(blocks, key=lambda b: -rise[b])[:3]
+    assert expected == ["block_01", "block_03", "block_00"]
+    rows = SpikeWatch._blocks(telemetry, 24)
+    assert [r["block"] for r in rows] == expected
+    assert [r["grad_norm_ratio"] for r in rows] == pytest.approx([rise[b] for b in expected])
