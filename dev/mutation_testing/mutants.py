@@ -499,6 +499,9 @@ MUTANTS: list[Mutant] = [
     Mutant("spike_block_ratio_inverted", "training/callbacks/spikes.py",
            "ratio = now / before if before else None", "ratio = before / now if now else None",
            "a spike record's gradient-norm ratio is before/after: the blocks that jumped rank last"),
+    Mutant("ladder_trend_unresolved_unmarked", "analysis/ladder_fit.py", "    if not last.excludes_zero:\n",
+           "    if False:\n",
+           "a trend over the rungs is stated though the largest rung's gap is not resolved"),
     # --- issue 39: attention heads (GQA / MQA), DyT, Muon ---
     Mutant("gqa_kv_repeat_wrong_order", "model/attention.py",
            "        gqa = self.n_kv_head != self.n_head",

@@ -66,3 +66,30 @@ def test_rungs_must_grow_strictly_in_n(sizes: list[float]) -> None:
     with pytest.raises(LadderError, match="ladder sizes must increase in N"):
         check_sizes(rungs, dict(zip(rungs, sizes, strict=True)), "gelu")
     check_sizes(rungs, dict(zip(rungs, sorted({*sizes, 3e6})[:3], strict=True)), "gelu")
+
+
+def test_the_trend_over_the_rungs_is_the_least_squares_slope_and_says_when_the_last_gap_is_unresolved() -> (
+    None
+):
+    """The gap's slope on log10 N is numpy's polyfit line, its interval t·SD of the resamples'
+    slopes; a trend whose largest rung's own gap interval holds 0 says so."""
+    from gptlab.analysis.ladder_fit import trend
+    from gptlab.analysis.powerlaw import Estimate
+
+    log_n = np.log10(SIZES)
+    point = np.array([-0.02, -0.05, -0.09])
+    rng = np.random.default_rng(0)
+    boot = point + rng.normal(0.0, 0.002, (27, 3))
+    slope = np.polyfit(log_n, point, 1)[0]
+    slopes = np.array([np.polyfit(log_n, b, 1)[0] for b in boot])
+    half = float(stats.t.ppf(0.975, SEEDS - 1)) * float(np.std(slopes))
+    for last, resolved in (
+        (Estimate(-0.09, -0.12, -0.06, 0.01), True),
+        (Estimate(-0.09, -0.2, 0.02, 0.05), False),
+    ):
+        assert (last.low > 0 or last.high < 0) is resolved
+        t = trend("swiglu", "gelu", log_n, point, boot, last, SEEDS)
+        assert t.per_decade.value == pytest.approx(slope, rel=1e-9)
+        assert (t.per_decade.low, t.per_decade.high) == pytest.approx((slope - half, slope + half), rel=1e-9)
+        assert t.verdict.startswith("widens over the rungs")  # the gap grows on its own (negative) side
+        assert t.verdict.endswith("(the largest rung's own gap is not resolved)") is not resolved
