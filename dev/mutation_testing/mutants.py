@@ -502,6 +502,8 @@ MUTANTS: list[Mutant] = [
     Mutant("ladder_trend_unresolved_unmarked", "analysis/ladder_fit.py", "    if not last.excludes_zero:\n",
            "    if False:\n",
            "a trend over the rungs is stated though the largest rung's gap is not resolved"),
+    Mutant("plan_headroom_one_accepted", "planning/options.py", "if not (0 <= self.headroom < 1):",
+           "if not (0 <= self.headroom <= 1):", "plan.headroom=1 accepted: no memory usable, nothing fits"),
     # --- issue 39: attention heads (GQA / MQA), DyT, Muon ---
     Mutant("gqa_kv_repeat_wrong_order", "model/attention.py",
            "        gqa = self.n_kv_head != self.n_head",

@@ -110,3 +110,15 @@ def test_bf16_true_plans_two_bytes_per_parameter_for_weights_gradients_and_adamw
         size = dtype.itemsize
         assert (m.parameters, m.gradients) == (size * n, size * n), precision
         assert m.optimizer == 2 * size * n + torch.float32.itemsize * tensors, precision
+
+
+@pytest.mark.parametrize("headroom", ["1", "1.0", "-0.1"])
+def test_a_headroom_outside_zero_to_one_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], headroom: str
+) -> None:
+    """usable = memory × (1 − headroom): at 1 nothing is usable, below 0 more than the GPU has."""
+    with pytest.raises(SystemExit) as info:
+        main([*TINY, "plan.gpu=H200", f"plan.headroom={headroom}"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "plan.headroom=" in err and "[0, 1)" in err, err
