@@ -230,6 +230,8 @@ COMMANDS: dict[str, str] = {
     # docs/architecture.md
     "python train.py model=<preset> group=option key=value ...": "template: the grammar of every train.py line",
     "python train.py model.norm=dyt": "tests/training/test_dyt_run.py::test_train_py_with_dyt_learns_and_export_refuses_it",
+    "python train.py -m experiment=ablate_norm hydra.launcher.slots=2 hydra.launcher.threads=1 hydra.sweep.dir=multirun/claims39/ablate_norm": "not runnable here: 30 jobs, 994 s (its quick sibling through the same sweeper and report: tests/ablation/test_ablate_norm.py::test_quick_preset_sweeps_both_norms_and_reports)",
+    "python scripts/report.py multirun/claims39/ablate_norm": "not runnable here: reads the 30 jobs of the command above (the report on the quick sibling's sweep: tests/ablation/test_ablate_norm.py::test_quick_preset_sweeps_both_norms_and_reports)",
     # docs/bad-inputs.md
     ".venv/bin/python train.py model.n_layer=2 model.n_embd=32 model.n_head=2 model.block_size=32 data.batch_size=4 "
     "data.max_bytes=60000 data.num_proc=1 trainer.max_steps=2 trainer.val_check_interval=2 data.val_windows=4 "
