@@ -537,6 +537,18 @@ MUTANTS: list[Mutant] = [
     Mutant("dyt_alpha_logged_for_one_site", "training/callbacks/telemetry_metrics.py",
            'metrics[f"dyt_alpha/{site}"] = values[at + k]', 'metrics[f"dyt_alpha/{site}"] = values[at]',
            "every dyt_alpha/* key logs the first site's α"),
+    Mutant("muon_on_embeddings", "training/optim.py", "    return bool(mup.HIDDEN.search(name))",
+           '    return bool(mup.HIDDEN.search(name)) or name.endswith(("emb.weight", "lm_head.weight"))',
+           "Muon applied to the embeddings and the head (AdamW's in Jordan's and Moonlight's split)"),
+    Mutant("muon_adjust_lr_ignored", "training/optim.py", "adjust_lr_fn=cfg.muon_adjust_lr,",
+           'adjust_lr_fn="original",', "optim.muon_adjust_lr ignored: torch's default sqrt(max(1, A/B)) always"),
+    Mutant("muon_adamw_misses_gains", "training/optim.py", "skip=is_muon_param),",
+           'skip=lambda n: is_muon_param(n) or n.endswith("norm.weight")),',
+           "the AdamW half leaves out the norm gains: they never train under optim=muon"),
+    Mutant("muon_state_unlinked", "training/optim.py",
+           '        self.muon.__setstate__({"state": self.state, "param_groups": self.param_groups[n:]})\n',
+           "", "Muon keeps its own state: momentum buffers missing from the checkpoint, and after a "
+           "load the schedule no longer reaches Muon's group"),
     # --- issue 38: downstream tasks ---
     Mutant("tasks_norm_by_tokens", "training/tasks/scoring.py",
            'll / len(c.encode("utf-8")) for ll, c in zip(loglikelihoods, item.choices, strict=True)',
