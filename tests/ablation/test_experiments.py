@@ -23,6 +23,7 @@ ARMS = {
     "ablate_init": ("model.depth_scaled_init", {"none", "global", "per_layer"}),
     "ablate_norm": ("model/norm", {"rmsnorm", "dyt"}),
     "ablate_attention": ("model/attention", {"mha", "gqa", "mqa"}),
+    "ablate_optim": ("optim", {"adamw", "muon"}),
 }
 
 

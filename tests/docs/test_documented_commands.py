@@ -227,6 +227,12 @@ COMMANDS: dict[str, str] = {
     "python scripts/plot_qk_norm_sweep.py /tmp/wortsman docs/figures/qk_norm_high_lr.png": (
         "test_qk_norm_sweep_and_plot"
     ),
+    # docs/optim.md
+    "python train.py optim=muon": "tests/training/test_muon.py::test_optim_muon_trains_the_default_run_shortened",
+    "python train.py -m experiment=ablate_optim_quick hydra.launcher.slots=2 hydra.launcher.threads=1": (
+        "tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms"
+    ),
+    "python train.py -m experiment=ablate_optim_quick trainer.max_steps=200 trainer.val_check_interval=100 optim.warmup_steps=20 'hydra.sweeper.lr={min:1.0e-3,max:1.0e-1,points:5}' hydra.sweeper.seeds=3 hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 30 jobs, 79 s (the same preset, sweeper, launcher settings and report at 8 jobs: tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms)",
     # docs/architecture.md
     "python train.py model=<preset> group=option key=value ...": "template: the grammar of every train.py line",
     "python train.py model.norm=dyt": "tests/training/test_dyt_run.py::test_train_py_with_dyt_learns_and_export_refuses_it",

@@ -312,3 +312,34 @@ def test_resuming_an_adamw_checkpoint_with_muon_is_refused(
         f"error: ckpt_path={str(ckpt)!r} was trained with optim.name=adamw but optim.name=muon now: its "
         "optimizer state is adamw's; resume with optim=adamw, or start a new run"
     )
+
+
+def test_ablate_optim_quick_runs_and_reports_both_arms(tmp_path: Path) -> None:
+    """`python train.py -m experiment=ablate_optim_quick hydra.launcher.slots=2 hydra.launcher.threads=1`:
+    8 jobs of AdamW and Muon, a report with the arm − baseline row; each arm's checkpoint holds its
+    own optimizer (Muon's momentum buffers only in the muon jobs)."""
+    import json
+
+    from tests.conftest import QUICK_ENV, run_script
+
+    out = tmp_path / "sweep"
+    proc = run_script(
+        "train.py", "-m", "experiment=ablate_optim_quick", "hydra.launcher.slots=2",
+        "hydra.launcher.threads=1", f"hydra.sweep.dir={out}", f"data.cache_dir={tmp_path / 'cache'}",
+        "logger=csv", env=QUICK_ENV, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = (out / "report.md").read_text()
+    assert "8 job(s): 8 finished" in report and "| `muon` | `adamw` |" in report
+    for k in range(8):
+        ckpt = torch.load(out / str(k) / "checkpoints" / "last.ckpt", weights_only=True)
+        name = ckpt["hyper_parameters"]["optim"]["name"]
+        buffers = any("momentum_buffer" in s for s in ckpt["optimizer_states"][0]["state"].values())
+        assert json.loads((out / str(k) / "metrics.json").read_text())["status"] == "finished"
+        assert buffers == (name == "muon"), (k, name)
+    assert {
+        torch.load(out / str(k) / "checkpoints" / "last.ckpt", weights_only=True)["hyper_parameters"][
+            "optim"
+        ]["name"]
+        for k in range(8)
+    } == {"adamw", "muon"}
