@@ -80,8 +80,13 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def parse_args(own: list[str]) -> EvaluateConfig:
-    """Typed, checked evaluate.py arguments."""
+    """Typed, checked evaluate.py arguments. task= is taken as written (YAML would read `task=,`
+    as a syntax error and `task=null` as no task)."""
+    tasks = [arg.partition("=")[2] for arg in own if arg.partition("=")[0] == "task"]
+    own = [arg for arg in own if arg.partition("=")[0] != "task"]
     merged = OmegaConf.merge(OmegaConf.structured(EvaluateConfig), OmegaConf.from_dotlist(own))
+    if tasks:
+        merged.task = tasks[-1]
     if OmegaConf.is_missing(merged, "ckpt_path") or not merged.ckpt_path:
         raise ValueError(f"ckpt_path is required; {USAGE}")
     cfg: EvaluateConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]

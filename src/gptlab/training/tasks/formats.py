@@ -55,7 +55,9 @@ def _label(value: Any, n_choices: int, field: str, where: str) -> int:
 def _strings(value: Any, field: str, where: str) -> tuple[str, ...]:
     """At least two non-empty strings."""
     if not isinstance(value, list) or len(value) < 2 or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{where}: {field} must be a list of at least 2 strings")
+        raise ValueError(
+            f"{where}: {field}={repr(value)[:80]} is not accepted; accepted: a list of 2 or more strings"
+        )
     return tuple(value)
 
 
@@ -101,7 +103,8 @@ def parse_line(line: str, where: str) -> Item:
         raise ValueError(f"{where} has keys {sorted(row)[:8]}; {ACCEPTED}")
     empty = [i for i, c in enumerate(item.choices) if not c]
     if empty:
-        raise ValueError(f"{where}: choice {empty[0]} is empty; accepted: non-empty choices")
+        after = " after HellaSwag's clean-up" if item.delimiter else ""
+        raise ValueError(f"{where}: choice {empty[0]} is empty{after}; accepted: non-empty choices")
     if not item.context:
         raise ValueError(f"{where}: the context is empty; accepted: a non-empty context")
     return replace(item, where=where)
@@ -110,8 +113,10 @@ def parse_line(line: str, where: str) -> Item:
 def read_task(path: str | Path) -> list[Item]:
     """Every item of a jsonl task file (blank lines skipped); errors name the file and line."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"task={str(path)!r} is a directory; {ACCEPTED}")
     if not path.is_file():
-        raise FileNotFoundError(f"task={str(path)!r} does not exist (or is not a file); {ACCEPTED}")
+        raise FileNotFoundError(f"task={str(path)!r} does not exist; {ACCEPTED}")
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:

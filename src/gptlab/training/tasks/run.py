@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from gptlab.checkpoints import load_model
-from gptlab.training.tasks.formats import ACCEPTED, Item, read_task
+from gptlab.training.tasks.formats import Item, read_task
 from gptlab.training.tasks.scoring import choice_loglikelihoods, summarize
 
 BUILTIN: tuple[str, ...] = ()  # named tasks built from our corpora (none yet)
@@ -23,7 +23,8 @@ def task_names(spec: str) -> list[str]:
     names = [n.strip() for n in spec.split(",") if n.strip()]
     if not names:
         raise ValueError(
-            f"task= is empty; accepted: a task file path, or several separated by commas; {ACCEPTED}"
+            "task= is empty; accepted: a .jsonl task file path, or several separated by commas "
+            "(docs/evaluation.md)"
         )
     for name in names:
         if name not in BUILTIN and not name.endswith(".jsonl") and not Path(name).exists():
