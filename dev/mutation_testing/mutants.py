@@ -400,6 +400,8 @@ MUTANTS: list[Mutant] = [
            "runs = {rid: ws.RunSettings(color=colors[arm])"
            " for rid, arm in t.run_arms.items() if arm in colors}",
            "runs = {}", "the jobs' runs lose their arm's color (the report's figure colors)"),
+    Mutant("report_steps_zero_based", "analysis/tables.py", 'steps = f"{last + 1} (csv)"',
+           'steps = f"{last} (csv)"', "the report's jobs table counts a CSV-only job one step short"),
     # --- issue 37 §2-3: tokenizers (ordinary text, .tiktoken refusals, the BPE fast path's guard) ---
     Mutant("hf_special_tokens_read", "data/tokenizers/hf.py", "self.tok = ordinary(tok)", "self.tok = tok",
            "tokenizers' encoder turns a <|endoftext|> written in a document into the EOS id"),
@@ -541,7 +543,8 @@ MUTANTS: list[Mutant] = [
            '    return bool(mup.HIDDEN.search(name)) or name.endswith(("emb.weight", "lm_head.weight"))',
            "Muon applied to the embeddings and the head (AdamW's in Jordan's and Moonlight's split)"),
     Mutant("muon_adjust_lr_ignored", "training/optim.py", "adjust_lr_fn=cfg.muon_adjust_lr,",
-           'adjust_lr_fn="original",', "optim.muon_adjust_lr ignored: torch's default sqrt(max(1, A/B)) always"),
+           'adjust_lr_fn="original",',
+           "optim.muon_adjust_lr ignored: torch's default sqrt(max(1, A/B)) always"),
     Mutant("muon_adamw_misses_gains", "training/optim.py", "skip=is_muon_param),",
            'skip=lambda n: is_muon_param(n) or n.endswith("norm.weight")),',
            "the AdamW half leaves out the norm gains: they never train under optim=muon"),
@@ -555,7 +558,8 @@ MUTANTS: list[Mutant] = [
            "ll / n for ll, n in zip(loglikelihoods, n_tokens, strict=True)",
            "acc_norm divides by the continuation's tokens (the delimiter counted, tokenizer-dependent)"),
     Mutant("tasks_norm_by_characters", "training/tasks/scoring.py", 'll / len(c.encode("utf-8")) for',
-           "ll / len(c) for", "acc_norm per character (lm-eval's len(choice)), not per byte as issue 38 asks"),
+           "ll / len(c) for",
+           "acc_norm per character (lm-eval's len(choice)), not per byte as issue 38 asks"),
     Mutant("tasks_context_counted", "training/tasks/scoring.py", "first = n_in - n_cont  #", "first = 0  #",
            "the context's log-probs are summed into every choice's log-likelihood"),
     Mutant("tasks_label_off_by_one", "training/tasks/formats.py", "    return int(value)\n",
