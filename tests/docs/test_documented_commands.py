@@ -165,6 +165,10 @@ COMMANDS: dict[str, str] = {
     "python evaluate.py ckpt_path=outputs/demo/hf": "test_make_train_then_the_interop_chain",
     "python train.py model.init_from=outputs/demo/hf optim.lr=3e-4 optim.warmup_steps=0 trainer.max_steps=100 "
     "trainer.val_check_interval=50 hydra.run.dir=outputs/demo-ft": "test_make_train_then_the_interop_chain",
+    # docs/evaluation.md (issue 38)
+    "python evaluate.py ckpt_path=outputs/demo/checkpoints/last.ckpt task=hellaswag_val.jsonl,my_task.jsonl batch_size=32": (
+        "tests/tasks/test_evaluate_tasks.py::test_hellaswag_file_batch_sizes_and_the_cut_context"
+    ),
     # README, "Ablations, telemetry, reports"
     "python train.py -m experiment=ablate_placement": "test_ablate_placement_cells_and_report_baseline",
     "python train.py -m experiment=ablate_ffn": "test_ablate_ffn_through_make_sweep_and_report",
