@@ -19,6 +19,7 @@ from gptlab.model import GPT, GPTConfig
 from gptlab.planning.cli import main
 from gptlab.planning.plan import alternatives, plan
 from gptlab.planning.step import Setup, measure
+from tests.planning.test_plan_cli import TINY  # the same one-layer model the CLI tests plan
 
 GIB, MIB = 2**30, 2**20
 # memory in GiB as the vendors' data sheets give it
@@ -34,13 +35,6 @@ PUBLISHED = {
     "RTX 4090": 24,
     "RTX 3090": 24,
 }
-TINY = [
-    "model=pre_rmsnorm_swiglu",
-    "model.n_layer=1",
-    "model.n_embd=48",
-    "model.n_head=4",
-    "model.block_size=32",
-]
 SHAPE = {"n_layer": 1, "n_head": 4, "n_embd": 48, "block_size": 32, "vocab_size": 96}
 
 
