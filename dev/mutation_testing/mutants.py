@@ -552,6 +552,8 @@ MUTANTS: list[Mutant] = [
            '        self.muon.__setstate__({"state": self.state, "param_groups": self.param_groups[n:]})\n',
            "", "Muon keeps its own state: momentum buffers missing from the checkpoint, and after a "
            "load the schedule no longer reaches Muon's group"),
+    Mutant("resume_other_optimizer_unchecked", "training/checkpoint_io.py", "    if saved != name:",
+           "    if False:", "an AdamW checkpoint resumed under optim=muon reaches torch's group-count error"),
     # --- issue 38: downstream tasks ---
     Mutant("tasks_norm_by_tokens", "training/tasks/scoring.py",
            'll / len(c.encode("utf-8")) for ll, c in zip(loglikelihoods, item.choices, strict=True)',

@@ -27,6 +27,17 @@ RESUMABLE_CHANGES = (
 )
 
 
+def check_same_optimizer(checkpoint: Mapping[str, Any], name: str, where: str) -> None:
+    """Refuse a checkpoint whose optimizer state is another optimizer's (optim.name), in one line:
+    otherwise torch's load_state_dict fails on the number of parameter groups."""
+    saved = ((checkpoint.get("hyper_parameters") or {}).get("optim") or {}).get("name", "adamw")
+    if saved != name:
+        raise CheckpointError(
+            f"{where} was trained with optim.name={saved} but optim.name={name} now: its "
+            f"optimizer state is {saved}'s; resume with optim={saved}, or start a new run"
+        )
+
+
 def check_resumable(checkpoint: Mapping[str, Any], module: torch.nn.Module, where: str) -> None:
     """Refuse, in one line, a checkpoint whose network differs from the module about to resume it.
 

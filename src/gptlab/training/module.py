@@ -8,12 +8,11 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from gptlab.checkpoints.safe_load import CheckpointError
 from gptlab.config import OptimConfig
 from gptlab.model import GPT, GPTConfig
 from gptlab.training.callbacks.nonfinite import NonFiniteGuard, drop_update, global_norm
 from gptlab.training.callbacks.throughput import tokens_per_step
-from gptlab.training.checkpoint_io import check_resumable
+from gptlab.training.checkpoint_io import check_resumable, check_same_optimizer
 from gptlab.training.optim import build_optimizer, lr_factor
 from gptlab.training.validation import loss_sum_and_count, val_metrics
 
@@ -55,12 +54,7 @@ class GPTLightningModule(L.LightningModule):
         path = getattr(self._trainer, "ckpt_path", None)
         where = f"ckpt_path={str(path)!r}" if path else "the checkpoint"
         check_resumable(checkpoint, self, where)
-        saved = ((checkpoint.get("hyper_parameters") or {}).get("optim") or {}).get("name", "adamw")
-        if saved != self.optim_cfg.name:  # else torch's load_state_dict fails on the group count
-            raise CheckpointError(
-                f"{where} was trained with optim.name={saved} but optim.name={self.optim_cfg.name} now: its "
-                f"optimizer state is {saved}'s; resume with optim={saved}, or start a new run"
-            )
+        check_same_optimizer(checkpoint, self.optim_cfg.name, where)
 
     def configure_model(self) -> None:
         """Apply FSDP2 sharding (trainer.strategy=fsdp) and torch.compile, outside the model code."""
