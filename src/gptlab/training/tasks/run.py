@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,10 @@ from gptlab.checkpoints import load_model
 from gptlab.training.tasks.formats import Item, read_task
 from gptlab.training.tasks.scoring import choice_loglikelihoods, summarize
 
-BUILTIN: tuple[str, ...] = ()  # named tasks built from our corpora (none yet)
+# Named tasks built from our corpora: name -> builder(datamodule) -> items. A builder reads the
+# configured data's val split through a set-up TokenDataModule (the training run's, or evaluate.py's
+# for the checkpoint's data config). Filled by gptlab.training.tasks.val_task (issue 38, item 3).
+BUILTIN: dict[str, Callable[[Any], list[Item]]] = {}
 DEFAULT_BATCH = 16  # requests (context + one choice) per forward
 COLUMNS = ("task", "acc", "acc_norm", "items", "chance", "bpb", "cut")
 log = logging.getLogger("gptlab.evaluate")
@@ -36,10 +40,22 @@ def task_names(spec: str) -> list[str]:
     return names
 
 
+def load_task(name: str, datamodule: Any | None = None) -> list[Item]:
+    """The items of one task: a task file, or a built-in task built from `datamodule`'s val split.
+
+    The one seam every caller goes through (evaluate.py, the in-loop callback, the lm-eval bridge).
+    """
+    if name in BUILTIN:
+        if datamodule is None:
+            raise ValueError(f"task={name!r} is built from a data config's val split; none was given")
+        return BUILTIN[name](datamodule)
+    return read_task(name)
+
+
 def evaluate_tasks(ckpt_path: str, spec: str, batch_size: int | None, device: torch.device) -> dict[str, Any]:
     """{"tasks": [(name, metrics)], "block_size": ...}; every file is read and checked before the
     model loads, so a bad line costs no model load and nothing is scored."""
-    tasks: list[tuple[str, list[Item]]] = [(n, read_task(n)) for n in task_names(spec)]
+    tasks: list[tuple[str, list[Item]]] = [(n, load_task(n)) for n in task_names(spec)]
     model, tokenizer = load_model(ckpt_path, str(device))
     model.eval()
     out = []
