@@ -159,7 +159,8 @@ MUTANTS: list[Mutant] = [
            "problem = conflict(sweep_dir, jobs)", "an edited preset resumes into the old sweep dir"),
     # --- issue 25: the report's edges ---
     Mutant("verdict_ignores_missing_jobs", "analysis/arms.py",
-           "text = _gap_verdict(phrases, absent) if phrases else verdict(diff)", "text = verdict(diff)",
+           "text = _gap_verdict(phrases, absent) if phrases else verdict(diff, arm.measure.higher_is_better)",
+           "text = verdict(diff, arm.measure.higher_is_better)",
            "better/worse printed when a best LR was chosen from a curve with a missing or NaN job"),
     Mutant("lr_sensitivity_interval_unclipped", "analysis/arms.py",
            "return clip_interval(mean_interval(values), 0.0, self.loss_at_init)",

@@ -29,6 +29,12 @@ Definitions (docs/ablations.md states them for readers):
   gap is a diverged or non-finite run. The difference is still shown. An LR where *every* seed
   diverged is no gap: that point of the curve is known (bad, as a too-high LR is), the best LR
   cannot be there, and the grid's top diverging is the normal shape of an LR sweep.
+- the same rules hold for a downstream task's metric (issue 38) in place of the val loss (a
+  `Measure`): a job's result is then that number from metrics.json `tasks`, read only from a job
+  that has a val-loss result (a diverged job's task numbers are not averaged either); a finished
+  job without the task's number is a gap ("no <task> <metric>": incomplete, never better/worse);
+  the best LR is the highest mean for acc and acc_norm, the lowest for bpb, and "better" is the
+  interval of (arm − baseline) wholly above 0 for acc, below 0 for bpb.
 """
 
 from __future__ import annotations
@@ -57,26 +63,49 @@ DIVERGED_KINDS = ("diverged", "non-finite loss")  # gaps that are results of a k
 MAX_GAP_GROUPS = 4  # a verdict names this many (arm, LR, kind) groups, then "and k more"
 
 
-def outcome(job: Job) -> str:
+@dataclass(frozen=True)
+class Measure:
+    """What a job's result is: its final val loss (the default), or one metric of one downstream
+    task from metrics.json `tasks` (issue 38), with the direction that is better."""
+
+    name: str = "final val loss"
+    task: str | None = None
+    metric: str = "final_val_loss"
+    higher_is_better: bool = False
+
+    def value(self, job: Job) -> float | None:
+        return job.metric(self.metric) if self.task is None else job.task_metric(self.task, self.metric)
+
+
+VAL_LOSS = Measure()
+
+
+def outcome(job: Job, measure: Measure = VAL_LOSS) -> str:
+    """RESULT, DIVERGED or MISSING. A task's number counts only where the val loss does: a job
+    without a val-loss result has none of its task numbers either."""
     if job.status == "diverged":
         return DIVERGED
     loss = job.metric("final_val_loss")
     if job.status == "finished" and loss is not None and math.isfinite(loss):
-        return RESULT
+        value = measure.value(job)
+        return RESULT if value is not None and math.isfinite(value) else MISSING
     return MISSING
 
 
-def gap_kind(job: Job | None) -> str | None:
+def gap_kind(job: Job | None, measure: Measure = VAL_LOSS) -> str | None:
     """Why a planned job gives no result (None: it has one): "missing" (no job dir or no
-    metrics.json), its status ("failed", "not started", ...), "diverged" or "non-finite loss"."""
+    metrics.json), its status ("failed", "not started", ...), "diverged", "non-finite loss", or for
+    a task "no <task> <metric>" (a finished job without that number, e.g. an older run)."""
     if job is None:
         return "missing"
-    kind = outcome(job)
+    kind = outcome(job, measure)
     if kind == RESULT:
         return None
     if kind == DIVERGED:
         loss = job.metric("final_val_loss")
         return "non-finite loss" if loss is not None and not math.isfinite(loss) else "diverged"
+    if measure.task is not None and outcome(job) == RESULT:
+        return f"no {measure.name}"
     return "no final val loss" if job.status == "finished" else job.status
 
 
@@ -95,12 +124,14 @@ class LRPoint:
 
     lr: float
     jobs: dict[str, Job] = field(default_factory=dict)
+    measure: Measure = VAL_LOSS
 
     def results(self) -> dict[str, float]:
-        return {s: float(j.metric("final_val_loss")) for s, j in self.jobs.items() if outcome(j) == RESULT}  # type: ignore[arg-type]
+        m = self.measure
+        return {s: float(m.value(j)) for s, j in self.jobs.items() if outcome(j, m) == RESULT}  # type: ignore[arg-type]
 
     def count(self, kind: str) -> int:
-        return sum(1 for j in self.jobs.values() if outcome(j) == kind)
+        return sum(1 for j in self.jobs.values() if outcome(j, self.measure) == kind)
 
     def complete(self, seeds: list[str]) -> bool:
         """Every seed of the grid has a result here (no divergence, nothing missing)."""
@@ -119,15 +150,16 @@ class ArmSummary:
     loss_at_init: float | None
     sensitivity_mode: str = "init"  # one of SENSITIVITY_MODES
     where: str = ""  # the cell's title, to name this arm in an across-cells comparison
+    measure: Measure = VAL_LOSS  # what a result is (LR sensitivity is the val loss's, whatever it is)
 
     def gaps(self) -> list[Gap]:
         """Every planned (LR, seed) of this arm without a result, in grid order."""
         out = []
         for p in self.points:
-            if self.seeds and all(gap_kind(p.jobs.get(s)) in DIVERGED_KINDS for s in self.seeds):
+            kinds = [gap_kind(p.jobs.get(s), self.measure) for s in self.seeds]
+            if kinds and all(k in DIVERGED_KINDS for k in kinds):
                 continue  # every seed diverged here: a whole point of the curve, known bad (a result)
-            for s in self.seeds:
-                kind = gap_kind(p.jobs.get(s))
+            for s, kind in zip(self.seeds, kinds, strict=True):
                 if kind is not None:
                     out.append(Gap(p.lr, s, kind))
         return out
@@ -135,7 +167,8 @@ class ArmSummary:
     @property
     def best(self) -> LRPoint | None:
         eligible = [p for p in self.points if p.complete(self.seeds)]
-        return min(eligible, key=lambda p: p.interval().mean) if eligible else None  # type: ignore[union-attr]
+        pick = max if self.measure.higher_is_better else min
+        return pick(eligible, key=lambda p: p.interval().mean) if eligible else None  # type: ignore[union-attr]
 
     @property
     def best_at_edge(self) -> bool:
@@ -232,7 +265,7 @@ def compare(arm: ArmSummary, base: ArmSummary) -> Comparison:
         diff = paired_difference([ra[s] for s in seeds], [rb[s] for s in seeds])
     else:
         diff = welch_difference(list(ra.values()), list(rb.values()))
-    text = _gap_verdict(phrases, absent) if phrases else verdict(diff)
+    text = _gap_verdict(phrases, absent) if phrases else verdict(diff, arm.measure.higher_is_better)
     return Comparison(arm.arm, base.arm, diff, text, **info)  # type: ignore[arg-type]
 
 
@@ -304,9 +337,12 @@ def loss_at_init(jobs: list[Job]) -> float | None:
     return math.log(max(sizes)) if sizes else None
 
 
-def arrange(jobs: list[Job], record: dict[str, Any], sensitivity: str = "init") -> list[Cell]:
+def arrange(
+    jobs: list[Job], record: dict[str, Any], sensitivity: str = "init", measure: Measure = VAL_LOSS
+) -> list[Cell]:
     """Cells of the grid in `record` (ablation.json), each with its arms in grid order; `sensitivity`
-    is what a diverged run counts as in LR sensitivity (one of SENSITIVITY_MODES)."""
+    is what a diverged run counts as in LR sensitivity (one of SENSITIVITY_MODES); `measure` what a
+    job's result is (the final val loss, or a task's metric)."""
     check_sensitivity_mode(sensitivity)
     arm_key, arms, seeds = record["arm"], list(record["arms"]), list(record["seeds"])
     lrs, cell_keys = list(record["lrs"]), list(record.get("cells", {}))
@@ -319,12 +355,12 @@ def arrange(jobs: list[Job], record: dict[str, Any], sensitivity: str = "init") 
             lrs = list(record["rung_lrs"][values[record["ladder_key"]]])
         summaries = []
         for arm in arms:
-            points = [LRPoint(float(lr)) for lr in lrs]
+            points = [LRPoint(float(lr), measure=measure) for lr in lrs]
             for j in members:
                 if j.values.get(arm_key) != arm or j.values.get(LR_KEY) not in lrs:
                     continue
                 points[lrs.index(j.values[LR_KEY])].jobs[j.values.get(SEED_KEY, "?")] = j
-            summaries.append(ArmSummary(arm, points, seeds, init, sensitivity))
+            summaries.append(ArmSummary(arm, points, seeds, init, sensitivity, measure=measure))
         cells.append(Cell(values, summaries, record["baseline"]))
     return cells
 

@@ -57,6 +57,22 @@ class Job:
             return None
         return float(value)
 
+    def tasks(self) -> dict[str, dict[str, Any]]:
+        """metrics.json `tasks` (issue 38): task name → its last evaluation ({"acc", "acc_norm", "bpb",
+        "items", "chance", "step"}); {} when absent, empty or not a mapping (an older run, a job
+        that never reached its final evaluation)."""
+        found = (self.metrics or {}).get("tasks")
+        if not isinstance(found, dict):
+            return {}
+        return {str(k): v for k, v in found.items() if isinstance(v, dict)}
+
+    def task_metric(self, task: str, key: str) -> float | None:
+        """One number of one task from metrics.json `tasks`, or None when absent or not a number."""
+        value = self.tasks().get(task, {}).get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return float(value)
+
     def last_step(self) -> int | None:
         """The last step the CSV log reached (for jobs without metrics.json)."""
         steps = [s for series in self.log.values() for s, _ in series]

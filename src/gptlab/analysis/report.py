@@ -18,7 +18,7 @@ import yaml
 
 from gptlab.ablation.grid import LR_KEY, SEED_KEY
 from gptlab.ablation.sweep_dir import read_record
-from gptlab.analysis import grad_profile, ladder, ladder_report, sweep_figures, tables
+from gptlab.analysis import grad_profile, ladder, ladder_report, sweep_figures, tables, task_report
 from gptlab.analysis.arms import across_cells, arrange, check_sensitivity_mode, loss_at_init
 from gptlab.analysis.jobs import Job, read_sweep
 from gptlab.analysis.ladder_types import LadderError
@@ -181,6 +181,9 @@ def write_report(
     if record is not None:
         section, _ = ablation_section(jobs, record, fig_dir, figures, sensitivity)
         lines += ["", *section]
+        tasks = task_report.task_section(jobs, record, sensitivity)
+        if tasks:
+            lines += ["", *tasks]
     lines += ["", "## Jobs", "", tables.job_table(jobs, keys)]
     seeds = tables.seed_table(jobs, keys) if record is None else None
     if seeds:

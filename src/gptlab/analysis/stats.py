@@ -96,13 +96,15 @@ def no_interval(mean: float, n: int) -> Interval:
     return Interval(mean, math.nan, math.nan, n, math.nan, "none")
 
 
-def verdict(diff: Interval) -> str:
-    """Lower loss is better: the arm is better when the whole interval of (arm - baseline) is < 0."""
+def verdict(diff: Interval, higher_is_better: bool = False) -> str:
+    """Lower loss is better: the arm is better when the whole interval of (arm - baseline) is < 0;
+    for a quantity where higher is better (a task's accuracy) when it is wholly > 0."""
     if not (math.isfinite(diff.low) and math.isfinite(diff.high)):
         return f"{diff.n} seed: no interval" if diff.n == 1 else "no interval"
-    if diff.high < 0:
+    low, high = (-diff.high, -diff.low) if higher_is_better else (diff.low, diff.high)
+    if high < 0:
         return "better"
-    if diff.low > 0:
+    if low > 0:
         return "worse"
     return "within noise"
 

@@ -8,7 +8,7 @@ import re
 import statistics
 from collections.abc import Sequence
 
-from gptlab.analysis.arms import DIVERGED, Cell, CellComparison, Comparison, LRPoint
+from gptlab.analysis.arms import DIVERGED, ArmSummary, Cell, CellComparison, Comparison, LRPoint
 from gptlab.analysis.jobs import Job
 from gptlab.analysis.stats import LEVEL, Interval
 
@@ -123,6 +123,13 @@ def lr_table(cell: Cell) -> str:
     return table(head, rows)
 
 
+def best_lr_text(a: ArmSummary) -> str:
+    """The arm's best LR, marked "(grid edge)" and "(partial curve)" where they apply."""
+    best = a.best
+    lr = EMPTY if best is None else f"{best.lr:.3g}" + (" (grid edge)" if a.best_at_edge else "")
+    return lr + " (partial curve)" if best is not None and a.gaps() else lr
+
+
 def arm_table(cell: Cell) -> str:
     """Per arm: best LR, the loss there (mean [95% CI] over seeds), and its LR sensitivity."""
     pct = f"{LEVEL:.0%}"
@@ -131,9 +138,7 @@ def arm_table(cell: Cell) -> str:
     rows = []
     for a in cell.arms:
         best = a.best
-        lr = EMPTY if best is None else f"{best.lr:.3g}" + (" (grid edge)" if a.best_at_edge else "")
-        if best is not None and a.gaps():
-            lr += " (partial curve)"
+        lr = best_lr_text(a)
         diverged = sum(p.count(DIVERGED) for p in a.points)
         missing = sum(len(a.seeds) - len(p.results()) - p.count(DIVERGED) for p in a.points)
         sens, n_sens = a.sensitivity(), len(a.sensitivity_per_seed())
@@ -147,7 +152,7 @@ def arm_table(cell: Cell) -> str:
     return table(head, rows)
 
 
-def _test(c: Comparison) -> str:
+def interval_test(c: Comparison) -> str:
     """The test behind the interval: paired t (n seeds, "of N" when fewer than planned), Welch t
     (its df), or none (one seed: no t statistic)."""
     if c.diff is None:
@@ -160,7 +165,7 @@ def _test(c: Comparison) -> str:
     return f"{c.diff.test} (n={c.diff.n}{of})"
 
 
-def _jobs(c: Comparison) -> str:
+def jobs_with_result(c: Comparison) -> str:
     """How many of the planned (LR, seed) jobs of both arms the comparison rests on."""
     return f"{c.planned - c.n_gaps} of {c.planned}" if c.planned else EMPTY
 
@@ -171,7 +176,14 @@ def comparison_table(cell: Cell) -> str:
     head = ["arm", "baseline", f"Δ final val loss (arm − baseline), mean [{LEVEL:.0%} CI]", "test",
             "jobs with a result", "verdict"]  # fmt: skip
     rows = [
-        [f"`{c.arm}`", f"`{c.baseline}`", fmt_interval(c.diff), _test(c), _jobs(c), c.verdict]
+        [
+            f"`{c.arm}`",
+            f"`{c.baseline}`",
+            fmt_interval(c.diff),
+            interval_test(c),
+            jobs_with_result(c),
+            c.verdict,
+        ]
         for c in cell.comparisons()
     ]
     return table(head, rows)
@@ -186,7 +198,17 @@ def across_cells_table(comparisons: Sequence[CellComparison]) -> str:
         c = x.comparison
         fixed = ", ".join(f"{k}={v}" for k, v in x.fixed.items()) or EMPTY
         cells = f"{x.key}={x.value} − {x.key}={x.reference}"
-        rows.append([f"`{c.arm}`", cells, fixed, fmt_interval(c.diff), _test(c), _jobs(c), c.verdict])
+        rows.append(
+            [
+                f"`{c.arm}`",
+                cells,
+                fixed,
+                fmt_interval(c.diff),
+                interval_test(c),
+                jobs_with_result(c),
+                c.verdict,
+            ]
+        )
     return table(head, rows)
 
 
