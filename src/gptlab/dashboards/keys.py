@@ -23,6 +23,7 @@ import yaml
 from gptlab.model.config import GPTConfig
 
 BLOCK_FAMILIES = ("update_ratio", "update_rms")  # one key per block_XX
+TASK_METRICS = ("acc", "acc_norm", "bpb")  # task/<name>/<metric>, logged by the in-loop task callback
 
 
 class ConfigUnreadable(ValueError):
@@ -43,6 +44,7 @@ class RunShape:
     z_loss: bool
     mfu: bool = False
     dyt_alpha: tuple[str, ...] = ()  # model.norm=dyt: the DyT sites whose α telemetry logs
+    tasks: tuple[str, ...] = ()  # the downstream tasks the run evaluates, by their metric names
 
     @property
     def blocks(self) -> list[str]:
@@ -84,6 +86,25 @@ def dyt_sites(model: dict[str, Any]) -> tuple[str, ...]:
     with torch.device("meta"):
         gpt = GPT(cfg)
     return tuple(site for name, _ in gpt.named_parameters() if (site := dyt_site(name)) is not None)
+
+
+def task_names(cfg: dict[str, Any]) -> tuple[str, ...]:
+    """The metric names of the tasks the run's in-loop callback evaluates (issue 38): the block
+    `callbacks.tasks` (conf/callbacks/default.yaml; a root `tasks` block is read too), its `names`
+    a list or a comma-separated string; a file task is named by its file's stem, a built-in task by
+    its name (`hellaswag_val.jsonl` → `hellaswag_val`). None when the block is absent, `enabled`
+    is false or `names` is empty (a run made before the callback existed logs no task key)."""
+    callbacks = cfg.get("callbacks") if isinstance(cfg.get("callbacks"), dict) else {}
+    block = callbacks.get("tasks") if "tasks" in callbacks else cfg.get("tasks")
+    if not isinstance(block, dict) or block.get("enabled", True) is False:
+        return ()
+    names = block.get("names") or []
+    if isinstance(names, str):
+        names = names.split(",")
+    if not isinstance(names, list):
+        return ()
+    stems = (Path(str(n).strip()).stem for n in names if str(n).strip())
+    return tuple(dict.fromkeys(stems))
 
 
 def read_config(job_dir: Path) -> dict[str, Any]:
@@ -142,6 +163,7 @@ def shape_of(job_dir: Path) -> RunShape:
         z_loss=float(optim.get("z_loss") or 0) > 0,
         mfu="throughput/mfu" in logged_elsewhere(job_dir),
         dyt_alpha=dyt_sites(cfg["model"]) if on else (),
+        tasks=task_names(cfg),  # at every validation or every N steps, and always at the end
     )
 
 
@@ -157,6 +179,7 @@ def families(shape: RunShape) -> dict[str, list[str]]:
         "skipped": ["train/skipped_steps"] if logs else [],
         "throughput": (["throughput/tokens_per_sec", "throughput/step_time"] if fast else [])
         + (["throughput/mfu"] if fast and shape.mfu else []),
+        "tasks": [f"task/{t}/{m}" for t in shape.tasks for m in TASK_METRICS],
     }
     if not shape.telemetry:
         return out

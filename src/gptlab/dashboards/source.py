@@ -21,16 +21,17 @@ class NotBuildable(ValueError):
 
 
 def merge(shapes: list[RunShape]) -> RunShape:
-    """The shape of a group of runs: every key that some run logs (an untied arm logs the head)."""
-    groups: list[str] = []
-    for s in shapes:
-        groups += [g for g in s.groups if g not in groups]
-    flags = {
-        f.name: any(getattr(s, f.name) for s in shapes)
-        for f in dataclasses.fields(RunShape)
-        if f.name != "groups"
-    }
-    return RunShape(groups=tuple(groups), **flags)
+    """The shape of a group of runs: every key that some run logs (an untied arm logs the head).
+    A flag is on when it is on in some run; a list of names (telemetry groups, DyT sites, tasks) is
+    the union of the runs' lists, in first-seen order."""
+    fields: dict[str, object] = {}
+    for f in dataclasses.fields(RunShape):
+        values = [getattr(s, f.name) for s in shapes]
+        if values and isinstance(values[0], tuple):
+            fields[f.name] = tuple(dict.fromkeys(x for v in values for x in v))
+        else:
+            fields[f.name] = any(values)
+    return RunShape(**fields)  # type: ignore[arg-type]
 
 
 def previous_wandb_id(run_dir: Path) -> str | None:

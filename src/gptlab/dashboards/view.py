@@ -1,7 +1,8 @@
 """A wandb saved view (wandb-workspaces) for a sweep's group or a single run, built offline.
 
 Sections, in the order a researcher reads them: the question (final val loss against LR per arm,
-val curves per arm, the summary run's report figures and verdict tables), loss, gradients by depth,
+val curves per arm, the summary run's report figures and verdict tables), loss, downstream tasks
+(a panel per task metric, when the config names tasks), gradients by depth,
 attention and logits, updates and activations, stability and speed. The run set is the sweep's
 group: its jobs and its summary run (job_type `report`, the report's figures). The run set itself is
 not grouped (a workspace has one run set, and grouping it by `arm` made the summary run, which has no
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptlab.dashboards.keys import RunShape, families
+from gptlab.dashboards.keys import TASK_METRICS, RunShape, families
 
 VIEW_FILE = "wandb_view.json"
 # matplotlib's tab10: the same arm order gives the same colors in the report's figures
@@ -133,9 +134,16 @@ def sections(shape: RunShape, t: Target) -> list[Any]:
         _line("step time (s)", [key for key in k["throughput"] if key.endswith("step_time")]),
         _line("MFU", [key for key in k["throughput"] if key.endswith("mfu")]),
     ]
+    tasks = [  # one panel per task and metric, so each groups by arm on its own scale
+        _line(f"{task}: {metric} ({'lower' if metric == 'bpb' else 'higher'} is better)", [key])
+        for task in shape.tasks
+        for metric in TASK_METRICS
+        if (key := f"task/{task}/{metric}") in k["tasks"]
+    ]
     named = [
         ("The question", _question(shape, t)),
         ("Loss", loss),
+        ("Downstream tasks", tasks),
         ("Gradients by depth", grads),
         ("Attention and logits", attention),
         ("Updates and activations", updates),
