@@ -567,6 +567,23 @@ MUTANTS: list[Mutant] = [
            "the context's log-probs are summed into every choice's log-likelihood"),
     Mutant("tasks_label_off_by_one", "training/tasks/formats.py", "    return int(value)\n",
            "    return int(value) - 1\n", "a label read as 1-based: label 0 picks the last choice"),
+    # --- issue 38 item 4: tasks in the sweep report, the wandb view and the ladder ---
+    Mutant("task_best_lr_by_max_bpb", "analysis/task_report.py", '"acc": True, "bpb": False}',
+           '"acc": True, "bpb": True}', "a task's best LR is the one with the highest bpb"),
+    Mutant("task_verdict_direction_ignored", "analysis/arms.py",
+           "else verdict(diff, arm.measure.higher_is_better)", "else verdict(diff)",
+           "a higher task accuracy than the baseline's called worse"),
+    Mutant("task_ci_over_all_lrs", "analysis/task_report.py",
+           'best_lr_text(a), fmt_interval(best.interval() if best else None),',
+           'best_lr_text(a), fmt_interval(type(best)(best.lr, {f"{p.lr}/{s}": j for p in a.points for s, j '
+           'in p.jobs.items()}, a.measure).interval() if best else None),',
+           "the task's mean and CI at the best LR pooled over the jobs of every LR"),
+    Mutant("view_task_panel_missing", "dashboards/view.py", "        for metric in TASK_METRICS\n",
+           "        for metric in TASK_METRICS[:-1]\n", "the view has no bpb panel for the tasks"),
+    Mutant("view_task_named_by_path", "dashboards/keys.py", "stems = (Path(str(n).strip()).stem for n",
+           "stems = (str(n).strip() for n", "a file task's keys predicted from its path, not its stem"),
+    Mutant("ladder_task_fits_val_loss", "analysis/report.py", "arrange(jobs, record, sensitivity, bpb)",
+           "arrange(jobs, record, sensitivity)", "the task's ladder fits the val loss, not the task's bpb"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

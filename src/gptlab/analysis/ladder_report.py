@@ -56,10 +56,11 @@ def fmt_estimate(e: powerlaw.Estimate | None, digits: int = 4, sci: bool = False
     return f"{f(e.value)} [{f(e.low)}, {f(e.high)}]{share}"
 
 
-def rung_table(res: LadderResult) -> str:
+def rung_table(res: LadderResult, what: str = "final val loss") -> str:
+    """Per rung: N, tokens, C, each arm's best LR and `what` there (mean [95% CI]), the gaps."""
     head = ["rung", "N", "tokens", "C (FLOPs)"]
     for a in res.arms:
-        head += [f"`{a}` best LR", f"`{a}` final val loss"]
+        head += [f"`{a}` best LR", f"`{a}` {what}"]
     head += [f"`{a}` − `{res.baseline}`" for a in res.arms if a != res.baseline]
     rows = []
     for r in res.rungs:
@@ -207,6 +208,37 @@ def ladder_figure(res: LadderResult, experiment: str, out: Path) -> Path | None:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+TASK_NOTE = (
+    'The first step of the task ladder of Bhagia et al. 2024 ("Establishing Task Scaling Laws via '
+    "Compute-Efficient Model Ladders\"): a task's own loss predicted from the model's size, from which "
+    "their second step (not done here) predicts the accuracy. The task's bpb of the right continuation "
+    "(metrics.json `tasks`) takes the place of the final val loss above, with the same rules: per rung "
+    "each arm at its best LR by the task's bpb (lowest mean over seeds, among the LRs where every seed "
+    "has it), the same fit L = E + A·N^(−α) on the per-seed values, the same bootstrap over seeds, "
+    "extrapolation and verdict. Their fit takes N and the tokens D; each rung's D is the ladder's, so "
+    "here N alone is the variable (the C rows refit against training FLOPs)."
+)
+
+
+def task_ladder_lines(res: LadderResult, task: str) -> list[str]:
+    """The ladder of one task's bpb (`res` analysed with the task's bpb as each job's result)."""
+    what = f"`{task}` bpb"
+    lines = [f"### Task `{task}`: bpb against N", "", TASK_NOTE]
+    lines += ["", f"#### {what} per rung", "", rung_table(res, what)]
+    if res.note:
+        return lines + ["", f"**No fit**: {res.note}."]
+    lines += ["", f"#### {what}: fitted curves", "", fit_table(res)]
+    lines += ["", f"#### {what}: the gap extrapolated", "", extrapolation_table(res)]
+    if res.held_out:
+        lines += [
+            "",
+            f"#### {what}: held-out rung, the fit's forecast against the run",
+            "",
+            held_out_table(res),
+        ]
+    return lines
 
 
 def ladder_lines(res: LadderResult) -> list[str]:

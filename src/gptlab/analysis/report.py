@@ -224,4 +224,9 @@ def ladder_section(
         path = ladder_report.ladder_figure(result, experiment, out)
         if path is not None:
             lines += ["", f"![final val loss against N]({path.relative_to(out.parent)})"]
+    if not result.refused:  # each task's bpb on the same ladder (issue 38): OLMo's first step
+        for task in task_report.task_names(jobs):
+            bpb = task_report.task_measure(task, "bpb")
+            fitted = ladder.analyse(arrange(jobs, record, sensitivity, bpb), record)
+            lines += ["", *ladder_report.task_ladder_lines(fitted, task)]
     return lines, result.refused
