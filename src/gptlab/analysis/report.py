@@ -5,8 +5,10 @@
 For a sweep made by the ablation sweeper (it leaves ablation.json), the report answers the
 ablation's question per cell: final val loss against LR per arm (a figure, and a table), each arm's
 best LR with the loss there and its LR sensitivity, and every arm against the baseline with a 95%
-CI and a verdict (definitions in gptlab.analysis.arms). Every sweep gets the job table (status of
-each job, spelled out), what is missing, and figures.
+CI and a verdict (definitions in gptlab.analysis.arms); when the jobs evaluated downstream tasks,
+the same statistics per task and metric (gptlab.analysis.task_report), and on a ladder each task's
+bpb fitted against N. Every sweep gets the job table (status of each job, spelled out), what is
+missing, and figures.
 """
 
 from __future__ import annotations
