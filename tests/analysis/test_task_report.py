@@ -187,3 +187,27 @@ def test_a_sweep_without_tasks_has_no_section(tmp_path: Path) -> None:
         path.write_text(json.dumps({**json.loads(path.read_text()), "tasks": {}}))
     text = write_report(tmp_path / "none", figures=False).read_text()
     assert "## Downstream tasks" not in text and "Task `" not in text
+
+
+def test_a_plain_sweep_lists_each_jobs_task_numbers(tmp_path: Path) -> None:
+    """No ablation grid (a plain multirun): the raw numbers per job, — where a job has none."""
+    written = {"0": ("gelu", {"acc": 0.3125, "acc_norm": 0.34, "bpb": 1.72}), "1": ("swiglu", None)}
+    for name, (ffn, entry) in written.items():
+        d = tmp_path / name
+        (d / ".hydra").mkdir(parents=True)
+        (d / ".hydra" / "overrides.yaml").write_text(f"- model/ffn={ffn}\n")
+        metrics = {"status": "finished", "final_val_loss": 2.5, "overrides": [f"model/ffn={ffn}"]}
+        if entry is not None:
+            metrics["tasks"] = {TASK: {**entry, "items": 32, "chance": 0.25, "step": 10}}
+        (d / "metrics.json").write_text(json.dumps(metrics))
+    text = write_report(tmp_path, figures=False).read_text()
+    first, second = parse_table(text, "## Downstream tasks by job")
+    assert first == {
+        "job": "0", "overrides": "`ffn=gelu`", f"{TASK} acc_norm": "0.3400", f"{TASK} acc": "0.3125",
+        f"{TASK} bpb": "1.7200", "status": "finished",
+    }  # fmt: skip
+    assert [second[f"{TASK} {m}"] for m in ("acc_norm", "acc", "bpb")] == ["—"] * 3
+    for d in ("0", "1"):  # the callback configured with no task
+        path = tmp_path / d / "metrics.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "tasks": {}}))
+    assert "Downstream tasks" not in write_report(tmp_path, figures=False).read_text()

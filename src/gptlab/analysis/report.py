@@ -190,6 +190,9 @@ def write_report(
     seeds = tables.seed_table(jobs, keys) if record is None else None
     if seeds:
         lines += ["", "## Over seeds", "", seeds]
+    by_job = task_report.job_task_table(jobs, keys) if record is None else None
+    if by_job:
+        lines += ["", "## Downstream tasks by job", "", task_report.BY_JOB_NOTE, "", by_job]
     incomplete = [j for j in jobs if j.problems]
     if incomplete:
         lines += ["", "## Missing or incomplete", ""]

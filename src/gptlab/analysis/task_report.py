@@ -18,9 +18,11 @@ from gptlab.analysis.stats import LEVEL
 from gptlab.analysis.tables import (
     EMPTY,
     best_lr_text,
+    fmt,
     fmt_interval,
     interval_test,
     jobs_with_result,
+    label,
     table,
 )
 
@@ -132,3 +134,29 @@ def task_section(jobs: list[Job], record: dict[str, Any], sensitivity: str = "in
             cells = {m: by_metric[m][k] for m in TASK_METRICS}
             lines += ["", task_heading(task, cell), "", summary, "", task_table(cells)]
     return lines
+
+
+BY_JOB_NOTE = (
+    "Each job's metrics.json `tasks` (the last evaluation, at the run's end); — where a job has no "
+    "number (failed, killed, not started, or a run without the task). Without an ablation grid there "
+    "are no arms to compare: these are the raw numbers."
+)
+
+
+def job_task_table(jobs: Sequence[Job], keys: Sequence[str]) -> str | None:
+    """A sweep without an ablation grid: each job's task numbers, one column per (task, metric);
+    None when no job has a task."""
+    names = task_names(jobs)
+    if not names:
+        return None
+    head = ["job", "overrides", *[f"{t} {m}" for t in names for m in TASK_METRICS], "status"]
+    rows = [
+        [
+            j.name,
+            f"`{label(j, keys)}`",
+            *[fmt(j.task_metric(t, m)) for t in names for m in TASK_METRICS],
+            j.status,
+        ]
+        for j in jobs
+    ]
+    return table(head, rows)
