@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import statistics
 from pathlib import Path
 
+import pytest
 from scipy import stats as scipy_stats
 
 from gptlab.analysis.report import write_report
 from gptlab.analysis.tables import parse_table
 from tests.analysis.test_report_edges import LRS, SEEDS, tying_loss, write_sweep
+from tests.conftest import run_script
 from tests.printed import Printed
 
 TASK = "hellaswag_val"
@@ -211,3 +214,38 @@ def test_a_plain_sweep_lists_each_jobs_task_numbers(tmp_path: Path) -> None:
         path = tmp_path / d / "metrics.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), "tasks": {}}))
     assert "Downstream tasks" not in write_report(tmp_path, figures=False).read_text()
+
+
+@pytest.mark.slow  # the session's quick sweep (shared); the report itself ~1 s
+def test_a_real_sweeps_files_with_tasks_added(quick_tying_sweep: Path, tmp_path: Path) -> None:
+    """The quick tying sweep's own files (real metrics.json, real CSV logs) with the task callback's
+    output added as CONTRACT38 §3-4 writes it: `tasks` in metrics.json (one job `{}`), and
+    `task/<name>/*` columns in the CSV that are empty on every row but the last."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(quick_tying_sweep, sweep, ignore=shutil.ignore_patterns("wandb", "*.ckpt"))
+    jobs = sorted((d for d in sweep.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))
+    for k, d in enumerate(jobs):
+        m = json.loads((d / "metrics.json").read_text())
+        entry = {"acc": 0.25 + 0.01 * k, "acc_norm": 0.3 + 0.01 * k, "bpb": 2.0 - 0.01 * k, "items": 64,
+                 "chance": 0.25, "step": m["steps"] - 1}  # fmt: skip
+        tasks = {} if k == 0 else {TASK: entry}
+        (d / "metrics.json").write_text(json.dumps({**m, "tasks": tasks}))
+        csv_path = d / "csv" / "metrics.csv"
+        lines = csv_path.read_text().splitlines()
+        cols = [f"task/{TASK}/{x}" for x in ("acc", "acc_norm", "bpb")]
+        body = [f"{row},,," for row in lines[1:-1]]
+        last = f"{lines[-1]},{entry['acc']},{entry['acc_norm']},{entry['bpb']}"
+        csv_path.write_text("\n".join([lines[0] + "," + ",".join(cols), *body, last]) + "\n")
+    proc = run_script("scripts/report.py", str(sweep), "figures=false", env={"OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (sweep / "report.md").read_text()
+    assert (
+        f"Numbers from 7 of 8 jobs; without them: job 0: finished, no `{TASK}` in metrics.json `tasks`."
+        in text
+    )
+    table = rows(text)
+    assert set(table) == {(m, a) for m in ("acc_norm", "acc", "bpb") for a in ARMS}
+    assert all(r["jobs with a result"] == "7 of 8" for (_, a), r in table.items() if a == "tied")
+    assert all(r["verdict"].startswith("incomplete: ") for (_, a), r in table.items() if a == "tied")
+    job_rows = parse_table(text)
+    assert all("malformed" not in r["status"] for r in job_rows)  # the CSV's empty task cells are fine
