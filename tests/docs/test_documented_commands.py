@@ -238,6 +238,8 @@ COMMANDS: dict[str, str] = {
     "python train.py -m experiment=ablate_optim_quick hydra.launcher.slots=2 hydra.launcher.threads=1": (
         "tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms"
     ),
+    "python train.py -m experiment=ablate_optim hydra.launcher.slots=1 hydra.launcher.threads=1": "not runnable here: 30 jobs, 2,333 s on one core (its quick sibling through the same sweeper and report: tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms)",
+    "python scripts/report.py multirun/ablate_optim-20261205-073629": "not runnable here: reads the 30 jobs of the command above (the report on the quick sibling's sweep: tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms)",
     "python train.py -m experiment=ablate_optim_quick trainer.max_steps=200 trainer.val_check_interval=100 optim.warmup_steps=20 'hydra.sweeper.lr={min:1.0e-3,max:1.0e-1,points:5}' hydra.sweeper.seeds=3 hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 30 jobs, 79 s (the same preset, sweeper, launcher settings and report at 8 jobs: tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms)",
     # docs/architecture.md
     "python train.py model=<preset> group=option key=value ...": "template: the grammar of every train.py line",
