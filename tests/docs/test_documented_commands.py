@@ -57,6 +57,8 @@ COMMANDS: dict[str, str] = {
     "python scripts/plan.py trainer.precision=32-true model.activation_checkpointing=none plan.gpu=H200": "tests/planning/test_plan_cli.py::test_documented_checkpointing_numbers",
     "python scripts/plan.py trainer.precision=32-true model.activation_checkpointing=full plan.gpu=H200": "tests/planning/test_plan_cli.py::test_documented_checkpointing_numbers",
     "python scripts/plan.py trainer.precision=32-true model.activation_checkpointing=selective plan.gpu=H200": "tests/planning/test_plan_cli.py::test_documented_checkpointing_numbers",
+    "python scripts/plan.py model=llama_350m model.vocab_size=32000 model.block_size=2048 data.batch_size=16 optim=adamw plan.gpu=H100": "not runnable here: a 350M model's fake step, ~50 s on the loaded 2-core machine (the same entry point and options at tiny size: tests/planning/test_plan_cli.py::test_a_plan_is_printed; the optimizer state it plans against the built optimizer's: tests/planning/test_planner.py::test_planned_optimizer_state_is_the_built_optimizers)",
+    "python scripts/plan.py model=llama_350m model.vocab_size=32000 model.block_size=2048 data.batch_size=16 optim=muon plan.gpu=H100": "not runnable here: a 350M model's fake step, ~90 s on the loaded 2-core machine (the same entry point and options at tiny size: tests/planning/test_plan_cli.py::test_a_muon_plan_names_its_optimizer_and_fsdp_is_refused; the optimizer state it plans against the built optimizer's: tests/planning/test_planner.py::test_planned_optimizer_state_is_the_built_optimizers)",
     "scripts/gpu_check.sh": f"{GPU} (one GPU; its planner block was run against stand-in run files)",
     "python scripts/plan.py --table": "not runnable here: 20 rows of micro-batch searches on fake tensors, 16 min on the quiet 2-core machine; each row re-derived from the paper's formula in tests/docs/test_sizing_table.py (its formatting: tests/planning/test_plan_cli.py::test_table_rows_format; each row's search is largest_micro_batch, tests/planning/test_planner.py)",
     # docs/ablations.md, the claims re-run through the slots launcher (issue 21)
@@ -236,6 +238,8 @@ COMMANDS: dict[str, str] = {
     "python train.py -m experiment=ablate_optim_quick hydra.launcher.slots=2 hydra.launcher.threads=1": (
         "tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms"
     ),
+    "python train.py -m experiment=ablate_optim hydra.launcher.slots=1 hydra.launcher.threads=1": "not runnable here: 30 jobs, 2,333 s on one core (its quick sibling through the same sweeper and report: tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms)",
+    "python scripts/report.py multirun/ablate_optim-20261205-073629": "not runnable here: reads the 30 jobs of the command above (the report on the quick sibling's sweep: tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms)",
     "python train.py -m experiment=ablate_optim_quick trainer.max_steps=200 trainer.val_check_interval=100 optim.warmup_steps=20 'hydra.sweeper.lr={min:1.0e-3,max:1.0e-1,points:5}' hydra.sweeper.seeds=3 hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 30 jobs, 79 s (the same preset, sweeper, launcher settings and report at 8 jobs: tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms)",
     # docs/architecture.md
     "python train.py model=<preset> group=option key=value ...": "template: the grammar of every train.py line",

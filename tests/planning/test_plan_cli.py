@@ -94,6 +94,15 @@ def test_a_grouped_query_plan_names_its_key_value_heads(capsys: pytest.CaptureFi
     assert "model.n_kv_head=0 is not accepted with model.n_head=4" in err
 
 
+def test_a_muon_plan_names_its_optimizer_and_fsdp_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """optim=muon is planned as the run builds it and says so; with FSDP2 it is refused as train.py
+    refuses it (docs/bad-inputs.md), one line, exit 2."""
+    assert main([*TINY, "optim=muon", "data.batch_size=4", "plan.gpu=H200", "plan.mfu=0.4"]) == 0
+    assert "\noptimizer  muon: torch.optim.Muon on the hidden matrices" in capsys.readouterr().out
+    err = one_line_error(capsys, [*TINY, "optim=muon", "trainer=fsdp", "trainer.devices=2", "plan.gpu=H200"])
+    assert "optim.name=muon cannot be combined with trainer.strategy=fsdp" in err
+
+
 @pytest.mark.slow  # three fake steps of the default preset: 15-50 s on the loaded 2-core machine
 @pytest.mark.parametrize(
     ("mode", "activations", "peak"),

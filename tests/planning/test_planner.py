@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -15,11 +16,13 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from gptlab.config import OptimConfig
+from gptlab.config import OptimConfig, TrainConfig, TrainerConfig
 from gptlab.hardware import GPU
 from gptlab.model import GPT, GPTConfig
-from gptlab.planning.plan import GIB, alternatives, largest_micro_batch, plan
+from gptlab.planning.plan import GIB, alternatives, fits_nowhere, fsdp_refusal, largest_micro_batch, plan
+from gptlab.planning.report import format_alternatives, format_plan
 from gptlab.planning.step import PARTS, Setup, measure, split
+from gptlab.training.optim import build_optimizer, is_muon_param
 
 SHAPE = {"n_layer": 1, "n_head": 4, "n_embd": 48, "block_size": 32, "vocab_size": 96}
 OPTIM = OptimConfig()
@@ -29,13 +32,23 @@ def cfg(**kw) -> GPTConfig:
     return GPTConfig.from_dict({**SHAPE, **kw})
 
 
-def oracle_step(model_cfg: GPTConfig, B: int, accumulate: int, precision: str) -> dict[str, int]:
-    """A plain training step on real tensors, written here: AdamW's state made by a first step,
-    then `accumulate` micro-batches (at most 2: the gradients of the first stay alive from the
-    second on), clipping, the update; MemTracker's peak split by the planner's parts."""
+def oracle_step(
+    model_cfg: GPTConfig,
+    B: int,
+    accumulate: int,
+    precision: str,
+    make_opt: Callable[[torch.nn.Module], torch.optim.Optimizer] | None = None,
+) -> dict[str, int]:
+    """A plain training step on real tensors, written here: the optimizer's state made by a first
+    step, then `accumulate` micro-batches (at most 2: the gradients of the first stay alive from
+    the second on), clipping, the update; MemTracker's peak split by the planner's parts.
+    `make_opt`: the optimizer (default: torch's fused AdamW over every parameter)."""
     torch.manual_seed(0)
     model = GPT(model_cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    if make_opt is None:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+    else:
+        opt = make_opt(model)
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
     opt.step()
@@ -94,6 +107,72 @@ def test_adamw_state_is_two_fp32_moments_per_parameter() -> None:
     assert m.optimizer == 8 * n + 4 * tensors
     assert m.parameters == 4 * n
     assert m.gradients == 4 * n
+
+
+MUON = OptimConfig(name="muon")
+TEST_GPU = GPU("test", 80, 1e15, 1e15, 1e15)
+
+
+def built_state_bytes(model_cfg: GPTConfig, optim: OptimConfig, dtype: torch.dtype) -> int:
+    """The oracle: gptlab's own optimizer built on a real model and stepped once on real
+    gradients; the bytes of its state tensors, summed with torch."""
+    torch.manual_seed(0)
+    model = GPT(model_cfg).to(dtype)
+    opt = build_optimizer(model, optim, "cpu")
+    batch = torch.randint(0, model_cfg.vocab_size, (2, model_cfg.block_size + 1))
+    model(batch[:, :-1]).float().logsumexp(-1).mean().backward()
+    opt.step()
+    return sum(t.numel() * t.element_size() for st in opt.state.values() for t in st.values())
+
+
+@pytest.mark.parametrize(
+    ("name", "precision"), [("adamw", "bf16-mixed"), ("muon", "bf16-mixed"), ("muon", "bf16-true")]
+)
+def test_planned_optimizer_state_is_the_built_optimizers(name: str, precision: str) -> None:
+    """The plan's optimizer part is the state of the optimizer the run builds: AdamW's two moments
+    and step count per parameter, or under optim=muon one momentum buffer per hidden matrix (in the
+    parameters' dtype: bf16 under bf16-true) and AdamW's state on the rest; the plan says which."""
+    model_cfg = cfg(tie_embeddings=False)
+    optim = OptimConfig(name=name)
+    p = plan(Setup(model_cfg, optim, 2, precision=precision), TEST_GPU)
+    dtype = torch.bfloat16 if precision == "bf16-true" else torch.float32
+    assert p.memory.optimizer == built_state_bytes(model_cfg, optim, dtype)
+    assert f"\noptimizer  {name}: " in format_plan(p)
+
+
+def test_a_peak_inside_muons_step_is_the_real_steps() -> None:
+    """A short batch on wide matrices puts the peak inside Muon's step (every gradient alive). The
+    fake step's peak is the real step's (the oracle's loop with gptlab's optimizer); the optimizer
+    part is the state alone and the step's transients are temporaries, by torch's Newton–Schulz
+    code: for the largest A × B matrix Nesterov's fp32 blend (4·A·B bytes), the bf16 iterate and
+    its successor (2 · 2·A·B) and the Gram product X·Xᵀ with its polynomial (2 · 2·min(A, B)²)."""
+    model_cfg = cfg(n_embd=256, block_size=8)
+    fake = measure(Setup(model_cfg, MUON, 1, precision="32-true", device="cpu"))
+    real = oracle_step(model_cfg, 1, 1, "32-true", lambda m: build_optimizer(m, MUON, "cuda"))
+    assert fake.peak == pytest.approx(real["peak"], rel=0.01)
+    model = GPT(model_cfg)
+    a, b = max((p.shape for n, p in model.named_parameters() if is_muon_param(n)), key=math.prod)
+    assert fake.optimizer == built_state_bytes(model_cfg, MUON, torch.float32)
+    assert fake.temporaries == 8 * a * b + 4 * min(a, b) ** 2
+    assert fake.activations < fake.temporaries  # the peak is the step's, not the forward's
+
+
+def test_muon_under_fsdp_is_refused_in_trainings_words() -> None:
+    """Training refuses optim=muon with FSDP2; the planner refuses that setup in the same line, and a
+    muon plan that fits nowhere offers no FSDP2 alternative and says why."""
+    with pytest.raises(ValueError) as trained:
+        TrainConfig(optim=MUON, trainer=TrainerConfig(strategy="fsdp"))
+    with pytest.raises(ValueError) as planned:
+        Setup(cfg(), MUON, 1, world_size=2, fsdp=True)
+    assert str(planned.value) == str(trained.value)
+    s = Setup(cfg(activation_checkpointing="full"), MUON, 1)  # nothing smaller to try
+    p = plan(s, GPU("test", 1e-6, 1e15, 1e15, 1e15))
+    alts = alternatives(p, None, 0.1)
+    assert alts and not any("trainer=fsdp" in a.overrides for a in alts)
+    assert f"  FSDP2 not tried: {trained.value}" in format_alternatives(alts, fsdp_refusal(s))
+    assert "trainer=fsdp" not in fits_nowhere(
+        dataclasses.replace(p, memory=dataclasses.replace(p.memory, peak=2**60))
+    )
 
 
 @pytest.mark.parametrize("device", ["cuda", "cpu"])

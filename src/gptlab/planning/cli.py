@@ -13,7 +13,7 @@ def main(argv: Sequence[str]) -> int:
     from gptlab.compose import compose_config
     from gptlab.errors import USER_ERRORS, exit_with
     from gptlab.planning.options import parse_args, setup_from
-    from gptlab.planning.plan import alternatives, fits_nowhere, largest_micro_batch, plan
+    from gptlab.planning.plan import alternatives, fits_nowhere, fsdp_refusal, largest_micro_batch, plan
     from gptlab.planning.report import format_alternatives, format_plan, gib
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -40,7 +40,7 @@ def main(argv: Sequence[str]) -> int:
     print(format_plan(p, opts.tokens))
     if not p.fits:
         print()
-        print(format_alternatives(alternatives(p, opts.mfu, opts.headroom)))
+        print(format_alternatives(alternatives(p, opts.mfu, opts.headroom), fsdp_refusal(setup)))
     elif opts.search:
         best = largest_micro_batch(setup, gpu, opts.mfu, opts.headroom)
         if best is not None:

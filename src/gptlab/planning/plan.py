@@ -138,13 +138,22 @@ def fits_nowhere(p: Plan, headroom: float = HEADROOM) -> str | None:
     )
     s = p.setup
     how = f"FSDP2 over {s.world_size}" if s.fsdp else f"{s.world_size} device(s), unsharded"
+    shard = " or shard it: trainer=fsdp trainer.devices=<n>" if fsdp_refusal(s) is None else ""
     return (
         f"this config needs {m.peak / GIB:.1f} GiB per device at its peak ({parts} GiB; micro-batch "
         f"{s.micro_batch}, {how}) and no listed GPU has that much: the largest, {largest.name}, has "
         f"{room / GIB:.1f} GiB usable ({largest.memory_gib:g} GiB less {headroom:.0%} headroom); shrink "
-        "data.batch_size, set model.activation_checkpointing=full, or shard it: trainer=fsdp "
-        "trainer.devices=<n>"
+        f"data.batch_size{',' if shard else ' or'} set model.activation_checkpointing=full{shard}"
     )
+
+
+def fsdp_refusal(s: Setup) -> str | None:
+    """Why training refuses FSDP2 for this setup (optim=muon), in training's words; None: it runs."""
+    try:
+        s.replace(fsdp=True, world_size=max(2, s.world_size))
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 MAX_MICRO_BATCH = 1 << 16  # the micro-batch search's ceiling (sequences per device)
@@ -222,8 +231,8 @@ def restate(p: Plan, setup: Setup, mfu: float | None) -> Plan:
 
 def alternatives(p: Plan, mfu: float | None, headroom: float) -> list[Alternative]:
     """What would fit, each planned again: a smaller micro-batch with more accumulation (the same
-    tokens per step), activation checkpointing, more devices (FSDP2), and the listed GPUs on which
-    the setup fits as it is."""
+    tokens per step), activation checkpointing, more devices (FSDP2, unless training refuses it:
+    fsdp_refusal), and the listed GPUs on which the setup fits as it is."""
     s, out = p.setup, []
     gpu = p.gpu
     global_batch = s.micro_batch * s.accumulate
@@ -262,7 +271,7 @@ def alternatives(p: Plan, mfu: float | None, headroom: float) -> list[Alternativ
     n = s.world_size if s.fsdp else max(2, s.world_size)
     if s.fsdp:
         n *= 2
-    while n <= MAX_DEVICES:
+    while n <= MAX_DEVICES and fsdp_refusal(s) is None:
         again = plan(s.replace(fsdp=True, world_size=n), gpu, mfu, headroom)
         overrides = (
             ("trainer=fsdp", f"trainer.devices={n}")

@@ -72,6 +72,16 @@ def heads(cfg: GPTConfig) -> str:
     return f"{cfg.n_head} heads{kv}"
 
 
+def optimizer_line(s: Setup) -> str:
+    """Which optimizer was planned and what state it keeps (gptlab.training.optim)."""
+    if s.optim.name == "muon":
+        return (
+            "muon: torch.optim.Muon on the hidden matrices (one momentum buffer each), AdamW on "
+            "embeddings, head, gains and biases (two moments each)"
+        )
+    return "adamw: two moments per parameter"
+
+
 def format_plan(p: Plan, tokens: float | None = None) -> str:
     s, m = p.setup, p.memory
     cfg = s.model
@@ -80,6 +90,7 @@ def format_plan(p: Plan, tokens: float | None = None) -> str:
         f"{cfg.hidden_dim}, T={cfg.block_size}, vocab {cfg.vocab_size:,}"
         + (f" ({s.vocab_source})" if s.vocab_source else ""),
         f"setup      {describe(s)}",
+        f"optimizer  {optimizer_line(s)}",
         "",
         f"{'parameters':<14}{'total':>12}{'per device':>14}",
     ]
@@ -111,9 +122,13 @@ def format_plan(p: Plan, tokens: float | None = None) -> str:
     return "\n".join(lines)
 
 
-def format_alternatives(alts: list[Alternative]) -> str:
+def format_alternatives(alts: list[Alternative], fsdp_refused: str | None = None) -> str:
+    """The alternatives planned; `fsdp_refused`: why FSDP2 was not tried (plan.fsdp_refusal)."""
+    skipped = [f"  FSDP2 not tried: {fsdp_refused}"] if fsdp_refused else []
     if not alts:
-        return "what would fit: nothing tried fits (each alternative was planned on fake tensors)"
+        return "\n".join(
+            ["what would fit: nothing tried fits (each alternative was planned on fake tensors)", *skipped]
+        )
     lines = ["what would fit (each planned again on fake tensors):"]
     for a in alts:
         p = a.plan
@@ -123,4 +138,4 @@ def format_alternatives(alts: list[Alternative]) -> str:
         lines.append(
             f"  [{mark}] {a.what}: peak {gib(p.memory.peak)}{t}{note}\n         {' '.join(a.overrides)}"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + skipped)

@@ -5,7 +5,9 @@ dtypes and storages but no data: nothing is allocated, a 7B shape takes seconds)
 FSDP2 over a fake process group when the setup is FSDP (`torch.testing._internal.distributed.
 fake_pg`: collectives return at once, with the right shapes), and runs one optimizer step:
 `GPTLightningModule._loss` (the run's loss, logits cast to fp32) under the precision's autocast,
-backward per micro-batch, global-norm clipping, fused AdamW as on a GPU, zero_grad. torch's
+backward per micro-batch, global-norm clipping, the run's optimizer (`training.optim.build_optimizer`:
+fused AdamW as on a GPU, or under optim.name=muon Muon on the hidden matrices and AdamW on the rest),
+zero_grad. torch's
 trackers (`MemTracker`; `FSDPMemTracker` for FSDP2, which also sees all-gather and reduce-scatter
 buffers and unsharded parameters) attribute every storage alive at the step's peak; that split is
 `Memory`. torchtitan's memory estimator (scripts/estimate/estimation.py) is the same idea.
@@ -29,7 +31,7 @@ from typing import Any
 
 import torch
 
-from gptlab.config import OptimConfig
+from gptlab.config import OptimConfig, muon_refusals
 from gptlab.model import GPTConfig
 from gptlab.planning.norms import as_cuda
 from gptlab.training.callbacks.throughput import tokens_per_step
@@ -91,6 +93,8 @@ class Setup:
                 f"trainer.precision={self.precision!r} cannot be planned; accepted: auto, "
                 + ", ".join(PRECISIONS)
             )
+        if self.optim.name == "muon":  # what training refuses (FSDP2, μP), in its words
+            muon_refusals(self.model.parametrization, "fsdp" if self.fsdp else "auto")
 
     @property
     def tokens_per_step(self) -> int:
@@ -120,9 +124,14 @@ class Memory:
         return int(getattr(self, name))
 
 
-def split(snapshot: dict[Any, int]) -> dict[str, int]:
+def split(snapshot: dict[Any, int], state: int | None = None) -> dict[str, int]:
     """A tracker's peak snapshot of one device in the plan's parts (plus 'peak', the tracker's
-    own total); a category the planner does not know is an error, not a silent omission."""
+    own total); a category the planner does not know is an error, not a silent omission.
+
+    `state`: the bytes of the optimizer's state. The tracker counts as "Optstate" every tensor the
+    optimizer's step allocates, so a peak inside the step (Muon's, on a small batch) holds its
+    transients there too (Nesterov's blend, the bfloat16 Newton–Schulz iterate and its Gram
+    products); what exceeds the state moves to temporaries, the peak unchanged."""
     parts = dict.fromkeys(PARTS, 0)
     for key, value in snapshot.items():
         name = str(getattr(key, "value", key))
@@ -131,8 +140,23 @@ def split(snapshot: dict[Any, int]) -> dict[str, int]:
         if name not in CATEGORY:
             raise RuntimeError(f"memory tracker category {name!r} is not mapped in planning.step.CATEGORY")
         parts[CATEGORY[name]] += int(value)
+    if state is not None and parts["optimizer"] > state:
+        parts["temporaries"] += parts["optimizer"] - state
+        parts["optimizer"] = state
     parts["peak"] = int(snapshot["Total"])
     return parts
+
+
+def state_bytes(opt: torch.optim.Optimizer) -> int:
+    """Bytes of the optimizer's state on this device (rank 0's shard of a DTensor): AdamW's two
+    moments and step count per parameter, Muon's momentum buffer per matrix."""
+    total = 0
+    for state in opt.state.values():
+        for t in state.values():
+            if isinstance(t, torch.Tensor):
+                local = t.to_local() if hasattr(t, "to_local") else t
+                total += local.numel() * local.element_size()
+    return total
 
 
 @contextlib.contextmanager
@@ -161,6 +185,17 @@ def autocast(precision: str) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
+def cast(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """`model.to(dtype)`, as Lightning's bf16-true casts the module: every floating parameter and
+    buffer. torch 2.13's Module._apply swaps a FakeTensor parameter for its cast copy
+    (torch.utils.swap_tensors), which fails on fake tensors ("Couldn't swap Embedding.weight");
+    setting `.data` casts the same tensors."""
+    with torch.no_grad():
+        for t in (*model.parameters(), *model.buffers()):
+            if t.is_floating_point():
+                t.data = t.data.to(dtype)
+
+
 def shard(model: torch.nn.Module, mesh: Any, setup: Setup) -> None:
     """FSDP2 as `training.strategies.parallelize` applies it (the same function: each block, then
     the root), with the precision's MixedPrecisionPolicy."""
@@ -171,8 +206,9 @@ def shard(model: torch.nn.Module, mesh: Any, setup: Setup) -> None:
 
 
 def init_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer, setup: Setup) -> None:
-    """AdamW creates its moments at its first step; an update on zero gradients creates them before
-    the measured step, so its peak holds them as every later step's does.
+    """AdamW creates its moments (Muon its momentum buffers) at its first step; an update on zero
+    gradients creates them before the measured step, so its peak holds them as every later step's
+    does.
 
     The update clips as the measured one does. Under FSDP2 that matters: DTensor's first call of an
     op on a placement runs it on fake tensors of the *global* shape to propagate shardings (cached
@@ -214,7 +250,7 @@ def measure(setup: Setup) -> Memory:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from gptlab.training.module import GPTLightningModule
-    from gptlab.training.optim import build_adamw
+    from gptlab.training.optim import build_optimizer
 
     t0 = time.perf_counter()
     group = fake_process_group(setup.world_size) if setup.fsdp else contextlib.nullcontext()
@@ -224,10 +260,10 @@ def measure(setup: Setup) -> Memory:
         )
         model = module.model
         if setup.precision == "bf16-true":
-            model.to(torch.bfloat16)
+            cast(model, torch.bfloat16)
         if setup.fsdp:
             shard(model, mesh, setup)
-        opt = build_adamw(model, setup.optim, "cuda")  # fused, as on a GPU
+        opt = build_optimizer(model, setup.optim, "cuda")  # the run's optimizer; AdamW fused, as on a GPU
         init_optimizer_state(model, opt, setup)
         T = setup.model.block_size
         batch = torch.randint(0, setup.model.vocab_size, (setup.micro_batch, T + 1))
@@ -237,7 +273,8 @@ def measure(setup: Setup) -> Memory:
             train_step(module, opt, batch, setup, tracker)
         (device_snapshot,) = tracker.get_tracker_snapshot("peak").values()
         local = {name: _local_numel(p) for name, p in model.named_parameters()}
-    parts = split(device_snapshot)
+        state = state_bytes(opt)
+    parts = split(device_snapshot, state)
     tracked = {str(getattr(k, "value", k)): int(v) for k, v in device_snapshot.items()}
     return Memory(**parts, tracker=tracked, params_per_device=local, seconds=time.perf_counter() - t0)
 
