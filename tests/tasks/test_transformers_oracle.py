@@ -50,8 +50,8 @@ ROWS = [
 
 
 def hf_loglikelihood(model, tok, context: str, continuation: str) -> float:
-    """lm-eval's HF model: trailing context spaces join the continuation; whole[len(context):]."""
-    n = len(context) - len(context.rstrip(" "))
+    """lm-eval's HF model: trailing context whitespace joins the continuation; whole[len(context):]."""
+    n = len(context) - len(context.rstrip())
     if n:
         context, continuation = context[:-n], context[-n:] + continuation
     ctx = tok(context, add_special_tokens=False)["input_ids"]
@@ -108,7 +108,7 @@ def test_per_item_loglikelihoods_equal_transformers(shape: dict, task: Path, tmp
     # acc and bpb from the oracle's numbers equal what evaluate.py prints for the exported directory
     acc = sum(max(range(len(o)), key=o.__getitem__) == it.label for o, it in zip(oracle, items, strict=True))
     bits = -sum(o[it.label] for o, it in zip(oracle, items, strict=True)) / math.log(2)
-    n_bytes = sum(len((it.delimiter + it.choices[it.label]).encode()) for it in items) + 3  # "   " moved
+    n_bytes = sum(len((it.delimiter + it.choices[it.label]).encode()) for it in items) + 4  # "\n   " moved
     capsys.readouterr()
     assert EVALUATE.main([f"ckpt_path={tmp_path / 'hf'}", f"task={task}"]) == 0
     row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(str(task)))
