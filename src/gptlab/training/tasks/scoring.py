@@ -41,22 +41,25 @@ def split_request(context: str, continuation: str) -> tuple[str, str]:
 
 
 def encode_request(tokenizer: Any, context: str, continuation: str, where: str = "") -> tuple[list[int], int]:
-    """(context + continuation tokens, how many of them are the continuation's).
+    """(context tokens + continuation tokens, how many are the continuation's), as lm-eval's
+    TemplateLM._encode_pair makes them: the context is its own encoding, and the continuation's
+    tokens are those of the whole string's encoding after as many tokens as the context has.
 
-    As in lm-eval, a merge across the boundary counts as the context's: "Stac" + "k:" may score
-    only ":" when the tokenizer merges "ck".
+    Where the tokenizer merges across the boundary the sequence scored is not the whole string's
+    encoding: "class Stac" + "k:" is the tokens of "class Stac" followed by those of "class Stack:"
+    from the same position on, which may be only ":".
     """
     context, continuation = split_request(context, continuation)
     whole = [int(t) for t in tokenizer.encode(context + continuation)]
-    n_context = len(tokenizer.encode(context))
-    n_cont = len(whole) - n_context
-    if n_cont < 1:
+    head = [int(t) for t in tokenizer.encode(context)]
+    tail = whole[len(head) :]
+    if not tail:
         raise ValueError(
             f"{where}the continuation {continuation!r} adds no tokens after its context (the tokenizer "
             "merges it into the context's last token); accepted: a choice that starts a new token, e.g. "
             "after a space"
         )
-    return whole, n_cont
+    return head + tail, len(tail)
 
 
 def requests(items: list[Item]) -> list[tuple[int, int, str, str]]:
