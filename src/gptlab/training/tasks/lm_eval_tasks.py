@@ -11,6 +11,8 @@ only when a YAML task is read.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 from collections import defaultdict
 from pathlib import Path
@@ -92,11 +94,12 @@ def _build(path: Path, where: str) -> Any:
     except Exception as e:  # yaml, include and shape errors: lm-eval raises several kinds
         raise ValueError(f"{where} is not a readable lm-eval YAML ({' '.join(str(e).split())})") from e
     _check_config(config, where)
-    try:
-        loaded = lm_eval.tasks.TaskManager(include_defaults=False).load(str(path))
-        (task,) = loaded["tasks"].values()
-        task.set_fewshot_seed(seed=FEWSHOT_SEED)
-        task.build_all_requests(rank=0, world_size=1)
+    try:  # datasets' and lm-eval's progress bars silenced: a bad document is then one line
+        with contextlib.redirect_stderr(io.StringIO()):
+            loaded = lm_eval.tasks.TaskManager(include_defaults=False).load(str(path))
+            (task,) = loaded["tasks"].values()
+            task.set_fewshot_seed(seed=FEWSHOT_SEED)
+            task.build_all_requests(rank=0, world_size=1)
     except Exception as e:  # the dataset, templates, few-shot: errors from lm-eval and datasets
         raise ValueError(f"{where}: lm-eval could not build the task ({type(e).__name__}: {e})") from e
     if task.multiple_input:
