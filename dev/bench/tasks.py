@@ -9,6 +9,8 @@ token per word, a stand-in for GPT-2's BPE at ~4.6 bytes a token (~48 + 24 token
 Weights are randomly initialised: the arithmetic is that of a trained model. One torch thread; each
 (preset, batch size) is measured once per round and rounds interleave them, so load on the shared
 machine spreads over all; the median and range over rounds are reported with the load average.
+The FLOPs of scoring one item (torch's FlopCounterMode) times items per CPU-second say how close
+scoring runs to the machine's matmul rate.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from gptlab.compose import compose_config
 from gptlab.data.tokenizers import ByteTokenizer
@@ -84,7 +87,10 @@ def setup(preset: str, overrides: list[str], n_items: int) -> dict[str, Any]:
     else:
         words, tokenizer = vocabulary(2_000), ByteTokenizer()
     items = synthetic_items(n_items, words)
+    with FlopCounterMode(display=False) as flops:  # one item scored: its forward passes' FLOPs
+        choice_loglikelihoods(model, tokenizer, items[:1], CHOICES, CPU)
     return {
+        "gflop_item": flops.get_total_flops() / 1e9,
         "model": model,
         "tokenizer": tokenizer,
         "items": items,
@@ -150,6 +156,8 @@ def run(
                 "items_s_min": min(speeds),
                 "items_s_max": max(speeds),
                 "items_cpu_s_median": statistics.median(s["items_cpu_s"] for s in runs),
+                "gflop_cpu_s": cases[preset]["gflop_item"]
+                * statistics.median(s["items_cpu_s"] for s in runs),
                 "cut": runs[0]["cut"],
                 "rounds": len(runs),
                 "load_min": min(s["load"] for s in runs),
@@ -163,14 +171,14 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     """The markdown table docs/performance.md shows."""
     lines = [
         "| model | parameters | tokens a request | batch (requests) | items/s median (min–max) "
-        "| items per CPU-second | contexts cut | load average |",
-        "|---|---|---|---|---|---|---|---|",
+        "| items per CPU-second | GFLOP per CPU-second | contexts cut | load average |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['preset']} | {r['params_m']:.1f} M | {r['request_tokens']:.0f} | {r['batch_size']} "
             f"| {r['items_s_median']:.2f} ({r['items_s_min']:.2f}–{r['items_s_max']:.2f}) "
-            f"| {r['items_cpu_s_median']:.2f} | {r['cut']} of {r['items']} "
+            f"| {r['items_cpu_s_median']:.2f} | {r['gflop_cpu_s']:.0f} | {r['cut']} of {r['items']} "
             f"| {r['load_min']:.1f}–{r['load_max']:.1f} |"
         )
     return "\n".join(lines)
