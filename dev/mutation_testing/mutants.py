@@ -594,6 +594,25 @@ MUTANTS: list[Mutant] = [
            "stems = (str(n).strip() for n", "a file task's keys predicted from its path, not its stem"),
     Mutant("ladder_task_fits_val_loss", "analysis/report.py", "arrange(jobs, record, sensitivity, bpb)",
            "arrange(jobs, record, sensitivity)", "the task's ladder fits the val loss, not the task's bpb"),
+    # --- issue 38 items 1-2: lm-eval's request split, the bridge, task YAMLs ---
+    Mutant("tasks_whole_string_tokens", "training/tasks/scoring.py", "return head + tail, len(tail)",
+           "return whole, len(tail)", "the whole string's encoding scored, not lm-eval's context tokens + "
+           "continuation tokens: differs where a BPE merge crosses the boundary"),
+    Mutant("lm_eval_context_counted", "training/tasks/lm_eval_model.py", "fitted.append((tokens, n_cont))",
+           "fitted.append((tokens, len(tokens) - 1))",
+           "the bridge sums the context's log-probs into each loglikelihood request"),
+    Mutant("lm_eval_greedy_dropped", "training/tasks/scoring.py",
+           "greedy = bool((logp.argmax(dim=-1) == targets).all())", "greedy = False",
+           "is_greedy always False: lm-eval's exact_match of a multiple-choice task is 0"),
+    Mutant("lm_eval_rolling_overlap", "training/tasks/lm_eval_model.py",
+           "for ctx, pred in map(make_disjoint_window, windows)]", "for ctx, pred in windows]",
+           "rolling windows not made disjoint: each window's input repeats its predicted tokens"),
+    Mutant("lm_eval_until_kept", "training/tasks/lm_eval_model.py",
+           "return postprocess_generated_text(self.tokenizer.decode(new), until, None)",
+           "return self.tokenizer.decode(new)", "generate_until returns the stop string and what follows it"),
+    Mutant("lm_eval_yaml_delimiter_dropped", "training/tasks/lm_eval_tasks.py",
+           "Item(context, tuple(choices), label, delimiter)", "Item(context, tuple(choices), label)",
+           "a YAML task's target_delimiter dropped: ' yes' scored as 'yes'"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -171,6 +171,14 @@ COMMANDS: dict[str, str] = {
     "python evaluate.py ckpt_path=outputs/demo/checkpoints/last.ckpt task=hellaswag_val.jsonl,my_task.jsonl batch_size=32": (
         "tests/tasks/test_evaluate_tasks.py::test_hellaswag_file_batch_sizes_and_the_cut_context"
     ),
+    "python evaluate.py ckpt_path=outputs/demo/checkpoints/last.ckpt task=my_task.yaml": (
+        "tests/tasks/test_lm_eval_oracle.py::test_evaluate_py_reads_the_yaml_as_lm_eval_and_its_acc_norm_is_lm_evals_acc_bytes"
+    ),
+    # on a consolidated file (the three forms load through the same load_model), --batch_size 5
+    "python scripts/run_lm_eval.py --model gptlab --model_args ckpt_path=outputs/demo/checkpoints/last.ckpt --tasks my_task.yaml --device cpu --batch_size 16": (
+        "tests/tasks/test_lm_eval_oracle.py::test_gptlab_and_lm_evals_hf_model_agree_on_a_local_task"
+    ),
+    "python dev/bench_tasks.py": "tests/bench/test_bench_tasks.py::test_bench_runs_both_presets_and_prints_the_table",
     # README, "Ablations, telemetry, reports"
     "python train.py -m experiment=ablate_placement": "test_ablate_placement_cells_and_report_baseline",
     "python train.py -m experiment=ablate_ffn": "test_ablate_ffn_through_make_sweep_and_report",

@@ -95,14 +95,14 @@ ROWS = [
         "unknown task name",
         "hellaswag",
         r"error: task='hellaswag' is neither a task file nor a known task; accepted: a \.jsonl file path "
-        r"\(HellaSwag or \{context, choices, answer\}, docs/evaluation\.md\); "
-        r"there are no built-in tasks yet",
+        r"\(HellaSwag or \{context, choices, answer\}\), an lm-eval task \.yaml "
+        r"\(multiple_choice; docs/evaluation\.md\); there are no built-in tasks yet",
     ),
     (
         "empty task=",
         ",",
-        r"error: task= is empty; accepted: a \.jsonl task file path, or several separated by commas "
-        r"\(docs/evaluation\.md\)",
+        r"error: task= is empty; accepted: a \.jsonl or lm-eval \.yaml task file path, or several "
+        r"separated by commas \(docs/evaluation\.md\)",
     ),
 ]
 

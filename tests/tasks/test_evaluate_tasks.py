@@ -57,9 +57,9 @@ def printed(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict[st
 
 
 def direct(model: torch.nn.Module, context: str, continuation: str, block: int = 64) -> float:
-    """Σ log p(continuation bytes | context), the context's trailing spaces moved to the continuation
-    and the sequence cut to its last block+1 bytes."""
-    head = context.rstrip(" ")
+    """Σ log p(continuation bytes | context), the context's trailing whitespace moved to the
+    continuation and the sequence cut to its last block+1 bytes."""
+    head = context.rstrip()
     ids = list((context + continuation).encode())
     n_cont = len(ids) - len(head.encode())
     ids = ids[-(block + 1) :]
@@ -80,7 +80,7 @@ def expected(model: torch.nn.Module, items: list[tuple[str, str, list[str], int]
         acc += max(range(len(lls)), key=lls.__getitem__) == label
         acc_norm += max(range(len(lls)), key=norm.__getitem__) == label
         bits -= lls[label] / math.log(2)
-        n_bytes += len((delimiter + choices[label]).encode()) + len(context) - len(context.rstrip(" "))
+        n_bytes += len((delimiter + choices[label]).encode()) + len(context) - len(context.rstrip())
     return {"acc": acc / len(items), "acc_norm": acc_norm / len(items), "bpb": bits / n_bytes}
 
 

@@ -73,6 +73,15 @@ def test_a_context_ending_in_a_space_gives_it_to_the_continuation() -> None:
     assert summarize(result)["bpb"] == pytest.approx(4 / 2)
 
 
+def test_a_context_ending_in_a_newline_gives_it_to_the_continuation() -> None:
+    """lm-eval strips all trailing whitespace (str.rstrip()): "Q:\n" + "a" scores "\na", the newline
+    one of the 249 bytes sharing 1/32 (5 + log2 249 bits), then "a" (2 bits)."""
+    result = choice_loglikelihoods(Unigram(), ByteTokenizer(), [Item("Q:\n", ("a", "zz"), 0)], 1, CPU)
+    newline = 5 + math.log2(249)
+    assert [-v / LN2 for v in result.loglikelihoods[0]] == pytest.approx([newline + 2, newline + 10])
+    assert summarize(result)["bpb"] == pytest.approx((newline + 2) / 2)
+
+
 def direct_loglikelihood(model: torch.nn.Module, context: str, continuation: str) -> float:
     """Plain torch: log_softmax of the logits of context+continuation, the continuation's bytes summed."""
     ids = list((context + continuation).encode("utf-8"))

@@ -50,15 +50,15 @@ ROWS = [
 
 
 def hf_loglikelihood(model, tok, context: str, continuation: str) -> float:
-    """lm-eval's HF model: trailing context spaces join the continuation; whole[len(context):]."""
-    n = len(context) - len(context.rstrip(" "))
+    """lm-eval's HF model: trailing context whitespace joins the continuation; whole[len(context):]."""
+    n = len(context) - len(context.rstrip())
     if n:
         context, continuation = context[:-n], context[-n:] + continuation
     ctx = tok(context, add_special_tokens=False)["input_ids"]
     whole = tok(context + continuation, add_special_tokens=False)["input_ids"]
     cont = whole[len(ctx) :]
-    with torch.no_grad():
-        logits = model(torch.tensor([whole[:-1]])).logits[0].double()
+    with torch.no_grad():  # the input is the context's own tokens, then the continuation's
+        logits = model(torch.tensor([(ctx + cont)[:-1]])).logits[0].double()
     logp = torch.log_softmax(logits, dim=-1)[-len(cont) :]
     return float(logp.gather(-1, torch.tensor(cont)[:, None]).sum())
 
@@ -105,10 +105,21 @@ def test_per_item_loglikelihoods_equal_transformers(shape: dict, task: Path, tmp
         for c in it.choices
     ]
     assert any(tails)
+    # and somewhere the context's own tokens are not the whole string's first tokens, so the input
+    # (context tokens + continuation tokens, as lm-eval feeds it) differs from the whole's encoding
+    heads = [
+        hf_tok(it.context, add_special_tokens=False)["input_ids"]
+        != hf_tok(it.context + it.delimiter + c, add_special_tokens=False)["input_ids"][
+            : len(hf_tok(it.context, add_special_tokens=False)["input_ids"])
+        ]
+        for it in items
+        for c in it.choices
+    ]
+    assert any(heads)
     # acc and bpb from the oracle's numbers equal what evaluate.py prints for the exported directory
     acc = sum(max(range(len(o)), key=o.__getitem__) == it.label for o, it in zip(oracle, items, strict=True))
     bits = -sum(o[it.label] for o, it in zip(oracle, items, strict=True)) / math.log(2)
-    n_bytes = sum(len((it.delimiter + it.choices[it.label]).encode()) for it in items) + 3  # "   " moved
+    n_bytes = sum(len((it.delimiter + it.choices[it.label]).encode()) for it in items) + 4  # "\n   " moved
     capsys.readouterr()
     assert EVALUATE.main([f"ckpt_path={tmp_path / 'hf'}", f"task={task}"]) == 0
     row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(str(task)))

@@ -37,7 +37,7 @@ USAGE = (
     "usage: python evaluate.py ckpt_path=<.ckpt | consolidated file | HF dir> [data=<preset>] "
     "[data.<field>=<value> ...] [split=val|train] [batch_size=N] [device=cpu]; "
     "data.val_windows=N scores N windows spread over the split (0: all); "
-    "task=<file.jsonl>[,<file.jsonl>...] scores multiple-choice tasks instead (docs/evaluation.md)"
+    "task=<file.jsonl | lm-eval task .yaml>[,...] scores multiple-choice tasks instead (docs/evaluation.md)"
 )
 log = logging.getLogger("gptlab.evaluate")
 

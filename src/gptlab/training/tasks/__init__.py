@@ -2,7 +2,9 @@
 
 formats reads HellaSwag's jsonl and a plain {"context", "choices", "answer"} jsonl into `Item`s;
 scoring computes each choice's log-likelihood given its context in padded batches; run ties them to
-evaluate.py's `task=` argument. docs/evaluation.md describes the metrics.
+evaluate.py's `task=` argument. lm_eval_tasks reads lm-eval-harness task YAMLs through lm-eval, and
+lm_eval_model is gptlab as an lm-eval model (scripts/run_lm_eval.py); both import lm-eval, an
+optional dependency, only when used. docs/evaluation.md describes the metrics.
 """
 
 from gptlab.training.tasks.formats import Item, read_task

@@ -101,9 +101,13 @@ def parse_line(line: str, where: str) -> Item:
         item = plain_item(row, where)
     else:
         raise ValueError(f"{where} has keys {sorted(row)[:8]}; {ACCEPTED}")
+    return checked(item, where, " after HellaSwag's clean-up" if item.delimiter else "")
+
+
+def checked(item: Item, where: str, after: str = "") -> Item:
+    """The item, located at `where`, once its choices and context are non-empty."""
     empty = [i for i, c in enumerate(item.choices) if not c]
     if empty:
-        after = " after HellaSwag's clean-up" if item.delimiter else ""
         raise ValueError(f"{where}: choice {empty[0]} is empty{after}; accepted: non-empty choices")
     if not item.context:
         raise ValueError(f"{where}: the context is empty; accepted: a non-empty context")

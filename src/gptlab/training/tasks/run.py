@@ -11,6 +11,7 @@ import torch
 
 from gptlab.checkpoints import load_model
 from gptlab.training.tasks.formats import Item, read_task
+from gptlab.training.tasks.lm_eval_tasks import YAML_SUFFIXES, read_yaml_task
 from gptlab.training.tasks.scoring import choice_loglikelihoods, summarize
 
 # Named tasks built from our corpora: name -> builder(datamodule) -> items. A builder reads the
@@ -27,15 +28,16 @@ def task_names(spec: str) -> list[str]:
     names = [n.strip() for n in spec.split(",") if n.strip()]
     if not names:
         raise ValueError(
-            "task= is empty; accepted: a .jsonl task file path, or several separated by commas "
-            "(docs/evaluation.md)"
+            "task= is empty; accepted: a .jsonl or lm-eval .yaml task file path, or several separated "
+            "by commas (docs/evaluation.md)"
         )
     for name in names:
-        if name not in BUILTIN and not name.endswith(".jsonl") and not Path(name).exists():
+        if name not in BUILTIN and not name.endswith((".jsonl", *YAML_SUFFIXES)) and not Path(name).exists():
             known = f"; built-in: {', '.join(BUILTIN)}" if BUILTIN else "; there are no built-in tasks yet"
             raise ValueError(
                 f"task={name!r} is neither a task file nor a known task; accepted: a .jsonl file "
-                f"path (HellaSwag or {{context, choices, answer}}, docs/evaluation.md){known}"
+                f"path (HellaSwag or {{context, choices, answer}}), an lm-eval task .yaml "
+                f"(multiple_choice; docs/evaluation.md){known}"
             )
     return names
 
@@ -49,6 +51,8 @@ def load_task(name: str, datamodule: Any | None = None) -> list[Item]:
         if datamodule is None:
             raise ValueError(f"task={name!r} is built from a data config's val split; none was given")
         return BUILTIN[name](datamodule)
+    if name.endswith(YAML_SUFFIXES):
+        return read_yaml_task(name)
     return read_task(name)
 
 

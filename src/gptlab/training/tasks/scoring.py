@@ -1,12 +1,13 @@
 """Log-likelihood of each choice's continuation given its context, and the task metrics from them.
 
-A request is one (context, continuation) pair. As lm-eval-harness splits it: trailing spaces of the
-context move to the continuation, the whole string is encoded and the continuation's tokens are the
+A request is one (context, continuation) pair. As lm-eval-harness splits it: trailing whitespace of
+the context moves to the continuation, the whole string is encoded and the continuation's tokens are the
 ones after the context's own encoding. Only continuation tokens are scored. Requests are batched
 longest first and right-padded: GPT.forward is causal, so padding after a sequence leaves its real
 positions' logits unchanged, and the batch size changes the numbers only by float rounding
 (acc and acc_norm agree; log-likelihoods to ~1e-6). A sequence longer than
 block_size + 1 tokens loses tokens from the left of its context (counted in `cut`).
+`score_requests` is the part the lm-eval bridge (lm_eval_model) shares, so both give the same numbers.
 """
 
 from __future__ import annotations
@@ -33,28 +34,32 @@ class TaskResult:
 
 
 def split_request(context: str, continuation: str) -> tuple[str, str]:
-    """lm-eval's split: the context's trailing spaces belong to the continuation."""
-    n = len(context) - len(context.rstrip(" "))
+    """lm-eval's split (TemplateLM._encode_pair): the context's trailing whitespace (spaces, newlines)
+    belongs to the continuation."""
+    n = len(context) - len(context.rstrip())
     return (context[:-n], context[-n:] + continuation) if n else (context, continuation)
 
 
 def encode_request(tokenizer: Any, context: str, continuation: str, where: str = "") -> tuple[list[int], int]:
-    """(context + continuation tokens, how many of them are the continuation's).
+    """(context tokens + continuation tokens, how many are the continuation's), as lm-eval's
+    TemplateLM._encode_pair makes them: the context is its own encoding, and the continuation's
+    tokens are those of the whole string's encoding after as many tokens as the context has.
 
-    As in lm-eval, a merge across the boundary counts as the context's: "Stac" + "k:" may score
-    only ":" when the tokenizer merges "ck".
+    Where the tokenizer merges across the boundary the sequence scored is not the whole string's
+    encoding: "class Stac" + "k:" is the tokens of "class Stac" followed by those of "class Stack:"
+    from the same position on, which may be only ":".
     """
     context, continuation = split_request(context, continuation)
     whole = [int(t) for t in tokenizer.encode(context + continuation)]
-    n_context = len(tokenizer.encode(context))
-    n_cont = len(whole) - n_context
-    if n_cont < 1:
+    head = [int(t) for t in tokenizer.encode(context)]
+    tail = whole[len(head) :]
+    if not tail:
         raise ValueError(
             f"{where}the continuation {continuation!r} adds no tokens after its context (the tokenizer "
             "merges it into the context's last token); accepted: a choice that starts a new token, e.g. "
             "after a space"
         )
-    return whole, n_cont
+    return head + tail, len(tail)
 
 
 def requests(items: list[Item]) -> list[tuple[int, int, str, str]]:
@@ -68,8 +73,9 @@ def requests(items: list[Item]) -> list[tuple[int, int, str, str]]:
 
 def _batch_loglikelihoods(
     model: Any, batch: list[tuple[list[int], int]], device: torch.device
-) -> list[float]:
-    """Σ log p(continuation token) for each (tokens, n_cont) of one right-padded batch.
+) -> list[tuple[float, bool]]:
+    """(Σ log p(continuation token), whether greedy decoding gives the continuation) for each
+    (tokens, n_cont) of one right-padded batch.
 
     Only each row's continuation positions go through log_softmax, on the model's device, so a
     batch never holds a (batch, time, vocab) float copy beyond the logits themselves.
@@ -85,7 +91,39 @@ def _batch_loglikelihoods(
         first = n_in - n_cont  # the position whose logits predict the continuation's first token
         targets = torch.tensor(tokens[first + 1 :], device=logits.device)
         logp = torch.log_softmax(logits[row, first:n_in].float(), dim=-1)
-        out.append(float(logp.gather(-1, targets[:, None]).double().sum()))
+        greedy = bool((logp.argmax(dim=-1) == targets).all())
+        out.append((float(logp.gather(-1, targets[:, None]).double().sum()), greedy))
+    return out
+
+
+def fit_block(tokens: list[int], n_cont: int, block: int, where: str) -> tuple[list[int], bool]:
+    """(the request's last block_size + 1 tokens, whether its context lost some); a continuation
+    longer than block_size cannot be scored and is refused."""
+    if n_cont > block:
+        raise ValueError(
+            f"{where} is {n_cont} tokens long, more than model.block_size={block}; "
+            f"accepted: continuations of at most {block} tokens"
+        )
+    if len(tokens) > block + 1:
+        return tokens[-(block + 1) :], True
+    return tokens, False
+
+
+def score_requests(
+    model: Any, encoded: list[tuple[list[int], int]], batch_size: int, device: torch.device
+) -> list[tuple[float, bool]]:
+    """(log-likelihood, is_greedy) of each (tokens, n_cont) request, each at most block_size + 1
+    tokens; batched longest first, returned in the requests' order."""
+    order = sorted(range(len(encoded)), key=lambda k: -len(encoded[k][0]))
+    out: list[tuple[float, bool]] = [(0.0, False)] * len(encoded)
+    starts = range(0, len(order), batch_size)
+    with torch.inference_mode():
+        for start in tqdm(starts, desc="score requests", unit="batch", disable=None, leave=False):
+            chunk = order[start : start + batch_size]
+            for k, res in zip(
+                chunk, _batch_loglikelihoods(model, [encoded[k] for k in chunk], device), strict=True
+            ):
+                out[k] = res
     return out
 
 
@@ -99,25 +137,11 @@ def choice_loglikelihoods(
     for i, j, context, continuation in requests(items):
         where = f"{items[i].where or f'item {i + 1}'} choice {j}"
         tokens, n_cont = encode_request(tokenizer, context, continuation, f"{where}: ")
-        if n_cont > block:
-            raise ValueError(
-                f"{where} is {n_cont} tokens long, more than model.block_size={block}; "
-                f"accepted: continuations of at most {block} tokens"
-            )
-        if len(tokens) > block + 1:
-            tokens = tokens[-(block + 1) :]
+        tokens, cut = fit_block(tokens, n_cont, block, where)
+        if cut:
             cut_items.add(i)
         encoded.append((tokens, n_cont))
-    order = sorted(range(len(encoded)), key=lambda k: -len(encoded[k][0]))
-    flat = [0.0] * len(encoded)
-    starts = range(0, len(order), batch_size)
-    with torch.inference_mode():
-        for start in tqdm(starts, desc="score choices", unit="batch", disable=None, leave=False):
-            chunk = order[start : start + batch_size]
-            for k, ll in zip(
-                chunk, _batch_loglikelihoods(model, [encoded[k] for k in chunk], device), strict=True
-            ):
-                flat[k] = ll
+    flat = [ll for ll, _ in score_requests(model, encoded, batch_size, device)]
     lls: list[list[float]] = [[] for _ in items]
     n_tokens: list[list[int]] = [[] for _ in items]
     for (i, _j, _c, _t), ll, (_, n_cont) in zip(requests(items), flat, encoded, strict=True):
@@ -150,7 +174,7 @@ def summarize(result: TaskResult) -> dict[str, float]:
         acc += _argmax(ll) == item.label
         acc_norm += _argmax(per_byte(item, ll, n_tok)) == item.label
         nats -= ll[item.label]
-        # the bytes scored: the continuation as split (a context's trailing spaces moved to it)
+        # the bytes scored: the continuation as split (a context's trailing whitespace moved to it)
         scored = split_request(item.context, item.delimiter + item.choices[item.label])[1]
         n_bytes += len(scored.encode("utf-8"))
     n = len(result.items)
