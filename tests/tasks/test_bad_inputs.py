@@ -95,14 +95,14 @@ ROWS = [
         "unknown task name",
         "hellaswag",
         r"error: task='hellaswag' is neither a task file nor a known task; accepted: a \.jsonl file path "
-        r"\(HellaSwag or \{context, choices, answer\}, docs/evaluation\.md\); "
-        r"there are no built-in tasks yet",
+        r"\(HellaSwag or \{context, choices, answer\}, docs/evaluation\.md\) or a built-in task: "
+        r"val_continuation",
     ),
     (
         "empty task=",
         ",",
-        r"error: task= is empty; accepted: a \.jsonl task file path, or several separated by commas "
-        r"\(docs/evaluation\.md\)",
+        r"error: task= is empty; accepted: a built-in task \(val_continuation\) or a \.jsonl task file "
+        r"path, or several separated by commas \(docs/evaluation\.md\)",
     ),
 ]
 
@@ -158,8 +158,9 @@ def test_a_data_override_with_task_is_refused(byte_ckpt: Path, bad: Path, capsys
     with pytest.raises(SystemExit):
         EVALUATE.main([f"ckpt_path={byte_ckpt}", f"task={bad}/range.jsonl", "data.max_bytes=100"])
     assert capsys.readouterr().err.strip() == (
-        "error: 'data.max_bytes=100' does not apply with task= (tasks read their own files); "
-        "accepted with task=: ckpt_path, batch_size, device"
+        "error: 'data.max_bytes=100' does not apply with task= files (they hold their own text); "
+        "accepted with task=: ckpt_path, batch_size, device, and data.* with a built-in task "
+        "(val_continuation)"
     )
 
 

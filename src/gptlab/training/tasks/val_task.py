@@ -22,12 +22,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from gptlab.data.paths import resolve_path
 from gptlab.training.tasks.formats import Item
+from gptlab.training.tasks.task_cache import cached_items
 
 NAME = "val_continuation"
 SCAN_TOKENS = 1 << 23  # tokens read at a time when looking for end-of-text ids
@@ -217,6 +219,15 @@ def build_items(tokens: Any, tokenizer: Any, params: ValContinuation = DEFAULT) 
 
 
 def val_continuation(datamodule: Any, params: ValContinuation = DEFAULT) -> list[Item]:
-    """The built-in task's items from a TokenDataModule's val split (prepared here if needed)."""
+    """The built-in task's items from a TokenDataModule's val split (prepared here if needed),
+    cached under data.cache_dir (task_cache)."""
     packed = datamodule.prepare()
-    return build_items(packed.tokens("val"), packed.tokenizer, params)
+    tokens, tokenizer = packed.tokens("val"), packed.tokenizer
+    return cached_items(
+        NAME,
+        asdict(params),
+        tokens,
+        tokenizer,
+        resolve_path(datamodule.cfg.cache_dir),
+        lambda: build_items(tokens, tokenizer, params),
+    )
