@@ -566,6 +566,15 @@ MUTANTS: list[Mutant] = [
            "the context's log-probs are summed into every choice's log-likelihood"),
     Mutant("tasks_label_off_by_one", "training/tasks/formats.py", "    return int(value)\n",
            "    return int(value) - 1\n", "a label read as 1-based: label 0 picks the last choice"),
+    Mutant("tasks_val_distractor_same_document", "training/tasks/val_task.py",
+           "for d in sorted(picked):  #", "for d in sorted(picked)[:0]:  #",
+           "val_continuation's wrong choices may come from the context's own document"),
+    Mutant("tasks_val_label_fixed", "training/tasks/val_task.py",
+           'label = draw(params.seed, i, attempt, "label") % k', "label = 0",
+           "val_continuation's right choice is always the first (no shuffle)"),
+    Mutant("tasks_val_cache_key_without_split", "training/tasks/task_cache.py",
+           '"val_sha256": tokens_sha256(tokens),', '"val_sha256": "",',
+           "val_continuation's cached items are found again for another val split"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -169,6 +169,12 @@ COMMANDS: dict[str, str] = {
     "python evaluate.py ckpt_path=outputs/demo/checkpoints/last.ckpt task=hellaswag_val.jsonl,my_task.jsonl batch_size=32": (
         "tests/tasks/test_evaluate_tasks.py::test_hellaswag_file_batch_sizes_and_the_cut_context"
     ),
+    "python evaluate.py ckpt_path=outputs/demo/checkpoints/last.ckpt task=val_continuation": (
+        "tests/tasks/test_val_task.py::test_evaluate_py_scores_the_task_as_its_items_in_a_file"
+    ),
+    "python evaluate.py ckpt_path=outputs/demo/checkpoints/last.ckpt task=val_continuation,hellaswag_val.jsonl data=text data.path='corpus/*.txt'": (
+        "tests/tasks/test_val_task.py::test_evaluate_py_scores_the_task_as_its_items_in_a_file"
+    ),
     # README, "Ablations, telemetry, reports"
     "python train.py -m experiment=ablate_placement": "test_ablate_placement_cells_and_report_baseline",
     "python train.py -m experiment=ablate_ffn": "test_ablate_ffn_through_make_sweep_and_report",

@@ -82,6 +82,27 @@ def test_every_item_against_the_source_files(built: dict) -> None:
     assert used <= val_files and len(used) >= 4
 
 
+def test_with_a_bpe_every_choice_is_16_tokens_after_its_context(built: dict) -> None:
+    """A BPE trained on the corpus: the tokenizer itself (not the builder) encodes each context and
+    context + choice; every choice adds exactly 16 tokens and leaves the context's 64 as they were."""
+    cfg = DataConfig(
+        source="text", path=str(built["root"] / "corpus" / "*.txt"), val_fraction=0.25,
+        tokenizer="bpe", bpe_vocab_size=400, cache_dir=str(built["root"] / "cache"),
+    )  # fmt: skip
+    dm = TokenDataModule(cfg, block_size=64, seed=0)
+    items = load_task("val_continuation", dm)
+    tokenizer = dm.prepare().tokenizer
+    assert len(items) == 300 and tokenizer.name.startswith("bpe")
+    for item in items:
+        context = list(tokenizer.encode(item.context))
+        assert len(context) == 64
+        for choice in item.choices:
+            whole = list(tokenizer.encode(item.context + choice))
+            assert whole[:64] == context and len(whole) == 80
+        [home] = files_with(built["texts"], item.context + item.choices[item.label])
+        assert len({files_with(built["texts"], c)[0] for c in item.choices}) == 4
+
+
 def test_labels_spread_over_the_positions(built: dict) -> None:
     counts = Counter(item.label for item in built["items"])
     # 300 draws of 1 in 4: 75 each, standard deviation 7.5; 45..105 is 4 of them
@@ -90,7 +111,11 @@ def test_labels_spread_over_the_positions(built: dict) -> None:
 
 def test_rebuilt_from_the_cache_and_fresh_the_same(built: dict, caplog) -> None:
     dm, items = built["dm"], built["items"]
-    [cached] = (built["root"] / "cache" / "tasks").glob("val_continuation-*.json")
+    [cached] = [
+        f
+        for f in (built["root"] / "cache" / "tasks").glob("val_continuation-*.json")
+        if json.loads(f.read_text())["items"][0]["context"] == items[0].context
+    ]
     assert load_task("val_continuation", dm) == items  # from the file
     packed = dm.prepare()
     assert build_items(packed.tokens("val"), packed.tokenizer) == items  # fresh, no cache
@@ -201,30 +226,39 @@ def test_evaluate_py_scores_the_task_as_its_items_in_a_file(built: dict, byte_ck
     }
 
 
-def test_evaluate_py_refuses_a_split_too_small(tmp_path: Path, byte_ckpt: Path, capsys, monkeypatch) -> None:
-    write_corpus(tmp_path / "corpus", seed=4, n_files=4)  # one val document
+TOO_SMALL = (
+    r"error: task=val_continuation needs at least 2 val documents of 80 tokens or more with a word "
+    r"boundary \(its wrong choices come from other documents\); the val split has 1 document\(s\), "
+    r"1 usable, \d+ tokens; accepted: a larger val split \(data.max_bytes, data.val_fraction\)"
+)
+NO_EOS = (
+    r"error: task=val_continuation finds the val documents at end-of-text ids, but the tokenizer "
+    r"'ids256' has none; accepted: data.tokenizer=byte\|bpe\|tiktoken, or a data.tokenizer_path with "
+    r"an end-of-text token"
+)
+
+
+@pytest.mark.parametrize(
+    ("data", "want"),
+    [
+        (["data.max_bytes=300000"], TOO_SMALL),  # the quick presets' data: 1 val document
+        (["data=tokens", "data.path={d}/ids.bin", "data.token_dtype=uint16", "data.vocab_size=256"], NO_EOS),
+    ],
+    ids=["one val document", "no end-of-text id"],
+)
+def test_evaluate_py_refuses_what_it_cannot_build(
+    data: list[str], want: str, tmp_path: Path, byte_ckpt: Path, capsys, monkeypatch
+) -> None:
+    np.random.default_rng(0).integers(0, 256, 20_000).astype(np.uint16).tofile(tmp_path / "ids.bin")
     monkeypatch.chdir(tmp_path)
+    args = [f"ckpt_path={byte_ckpt}", "task=val_continuation", f"data.cache_dir={tmp_path}/cache"]
     with pytest.raises(SystemExit) as exit_:
-        EVALUATE.main(
-            [
-                f"ckpt_path={byte_ckpt}",
-                "task=val_continuation",
-                "data=text",
-                f"data.path={tmp_path}/corpus/*.txt",
-                "data.val_fraction=0.25",
-                f"data.cache_dir={tmp_path}/cache",
-            ]
-        )
+        EVALUATE.main(args + [a.replace("{d}", str(tmp_path)) for a in data])
     assert exit_.value.code == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     errors = [line for line in captured.err.splitlines() if line.startswith("error")]
     assert errors == [captured.err.strip().splitlines()[-1]]  # before it: datasets' progress bars
-    assert re.fullmatch(
-        r"error: task=val_continuation needs at least 2 val documents of 80 tokens or more with a word "
-        r"boundary \(its wrong choices come from other documents\); the val split has 1 document\(s\), "
-        r"1 usable, \d+ tokens; accepted: a larger val split \(data.max_bytes, data.val_fraction\)",
-        errors[0],
-    ), errors
+    assert re.fullmatch(want, errors[0]), errors
     assert not (tmp_path / "cache" / "tasks").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "corpus"]
+    assert sorted(p.name for p in tmp_path.iterdir()) in (["cache", "ids.bin"], ["ids.bin"])
