@@ -156,15 +156,18 @@ def torch_device(name: str) -> torch.device:
     return device
 
 
-def checkpoint_datamodule(
-    data_overrides: list[str], batch_size: int | None, model: Any, spec: dict
-) -> TokenDataModule:
-    """The data config composed as train.py composes it, tokenized with the checkpoint's tokenizer,
-    set up for the model's block_size: with the run's data overrides, the run's val split."""
+def compose_data(data_overrides: list[str], batch_size: int | None) -> DataConfig:
+    """The data config composed as train.py composes it (a bad override fails here, before any load)."""
     raw, _ = compose_raw(data_overrides)
     data: DataConfig = OmegaConf.to_object(raw.data)  # type: ignore[assignment]
     if batch_size is not None:
         data = dataclasses.replace(data, batch_size=batch_size)
+    return data
+
+
+def checkpoint_datamodule(data: DataConfig, model: Any, spec: dict[str, Any]) -> TokenDataModule:
+    """`data` tokenized with the checkpoint's tokenizer and set up for the model's block_size: with
+    the run's data overrides, the run's splits."""
     data = data_for_checkpoint(data, spec)
     datamodule = TokenDataModule(data, block_size=model.cfg.block_size, seed=0)
     packed = datamodule.prepare()
@@ -182,18 +185,21 @@ def evaluate_task_spec(
     """task=: each task's accuracy (gptlab.training.tasks); a built-in task is built from the val
     split of the data config composed with data_overrides, as the loss is."""
     assert cfg.task is not None
-    if data_overrides and not any(name in BUILTIN for name in task_names(cfg.task)):
-        raise ValueError(
-            f"{data_overrides[0]!r} does not apply with task= files (they hold their own text); "
-            f"accepted with task=: ckpt_path, batch_size, device, and data.* with a built-in task "
-            f"({', '.join(BUILTIN)})"
-        )
+    if not any(name in BUILTIN for name in task_names(cfg.task)):
+        if data_overrides:
+            raise ValueError(
+                f"{data_overrides[0]!r} does not apply with task= files (they hold their own text); "
+                f"accepted with task=: ckpt_path, batch_size, device, and data.* with a built-in task "
+                f"({', '.join(BUILTIN)})"
+            )
+        return evaluate_tasks(cfg.ckpt_path, cfg.task, cfg.batch_size, device)
+    data = compose_data(data_overrides, None)
     return evaluate_tasks(
         cfg.ckpt_path,
         cfg.task,
         cfg.batch_size,
         device,
-        lambda model, spec: checkpoint_datamodule(data_overrides, None, model, spec),
+        lambda model, spec: checkpoint_datamodule(data, model, spec),
     )
 
 
@@ -203,9 +209,10 @@ def evaluate(cfg: EvaluateConfig, data_overrides: list[str]) -> dict[str, Any]:
     device = torch_device(cfg.device)
     if cfg.task is not None:
         return evaluate_task_spec(cfg, data_overrides, device)
+    data = compose_data(data_overrides, cfg.batch_size)
     model, spec = load_checkpoint(cfg.ckpt_path)
     model = model.to(device).eval()
-    datamodule = checkpoint_datamodule(data_overrides, cfg.batch_size, model, spec)
+    datamodule = checkpoint_datamodule(data, model, spec)
     packed = datamodule.prepare()
     data = datamodule.cfg
     loader = datamodule.eval_dataloader(cfg.split)
