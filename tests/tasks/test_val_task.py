@@ -262,3 +262,14 @@ def test_evaluate_py_refuses_what_it_cannot_build(
     assert re.fullmatch(want, errors[0]), errors
     assert not (tmp_path / "cache" / "tasks").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) in (["cache", "ids.bin"], ["ids.bin"])
+
+
+def test_a_split_of_repeated_text_is_one_line() -> None:
+    """Two documents of one repeated word: every draw has equal choices, so no item can be made."""
+    with pytest.raises(ValueError) as err:
+        build_items(split_of(["word " * 100, "word " * 90]), ByteTokenizer(), ValContinuation(attempts=20))
+    assert str(err.value) == (
+        "task=val_continuation: no usable item 1 in 20 draws from the val split (2 usable documents, 952 "
+        "tokens): each had two equal choices, a whitespace-only one or one whose text does not re-encode to "
+        "its tokens; accepted: a val split of varied text that the tokenizer round-trips"
+    )

@@ -211,9 +211,9 @@ def build_items(tokens: Any, tokenizer: Any, params: ValContinuation = DEFAULT) 
         else:
             raise ValueError(
                 f"task={NAME}: no usable item {i + 1} in {params.attempts} draws from the val "
-                f"split ({pool.documents} usable documents, {len(tokens)} tokens): its choices do not "
-                "decode to distinct text that re-encodes to the same tokens; accepted: a val split "
-                "of text the tokenizer round-trips"
+                f"split ({pool.documents} usable documents, {len(tokens)} tokens): each had two equal "
+                "choices, a whitespace-only one or one whose text does not re-encode to its tokens; "
+                "accepted: a val split of varied text that the tokenizer round-trips"
             )
     return items
 
