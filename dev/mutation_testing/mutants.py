@@ -613,6 +613,15 @@ MUTANTS: list[Mutant] = [
     Mutant("lm_eval_yaml_delimiter_dropped", "training/tasks/lm_eval_tasks.py",
            "Item(context, tuple(choices), label, delimiter)", "Item(context, tuple(choices), label)",
            "a YAML task's target_delimiter dropped: ' yes' scored as 'yes'"),
+    Mutant("tasks_val_distractor_same_document", "training/tasks/val_task.py",
+           "for d in sorted(picked):  #", "for d in sorted(picked)[:0]:  #",
+           "val_continuation's wrong choices may come from the context's own document"),
+    Mutant("tasks_val_label_fixed", "training/tasks/val_task.py",
+           'label = draw(params.seed, i, attempt, "label") % k', "label = 0",
+           "val_continuation's right choice is always the first (no shuffle)"),
+    Mutant("tasks_val_cache_key_without_split", "training/tasks/task_cache.py",
+           '"val_sha256": tokens_sha256(tokens),', '"val_sha256": "",',
+           "val_continuation's cached items are found again for another val split"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

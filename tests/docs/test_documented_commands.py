@@ -179,6 +179,12 @@ COMMANDS: dict[str, str] = {
         "tests/tasks/test_lm_eval_oracle.py::test_gptlab_and_lm_evals_hf_model_agree_on_a_local_task"
     ),
     "python dev/bench_tasks.py": "tests/bench/test_bench_tasks.py::test_bench_runs_both_presets_and_prints_the_table",
+    "python evaluate.py ckpt_path=outputs/demo/checkpoints/last.ckpt task=val_continuation": (
+        "tests/tasks/test_val_task.py::test_evaluate_py_scores_the_task_as_its_items_in_a_file"
+    ),
+    "python evaluate.py ckpt_path=outputs/demo/checkpoints/last.ckpt task=val_continuation,hellaswag_val.jsonl data=text data.path='corpus/*.txt'": (
+        "tests/tasks/test_val_task.py::test_evaluate_py_scores_the_task_as_its_items_in_a_file"
+    ),
     # README, "Ablations, telemetry, reports"
     "python train.py -m experiment=ablate_placement": "test_ablate_placement_cells_and_report_baseline",
     "python train.py -m experiment=ablate_ffn": "test_ablate_ffn_through_make_sweep_and_report",

@@ -96,13 +96,13 @@ ROWS = [
         "hellaswag",
         r"error: task='hellaswag' is neither a task file nor a known task; accepted: a \.jsonl file path "
         r"\(HellaSwag or \{context, choices, answer\}\), an lm-eval task \.yaml "
-        r"\(multiple_choice; docs/evaluation\.md\); there are no built-in tasks yet",
+        r"\(multiple_choice; docs/evaluation\.md\) or a built-in task: val_continuation",
     ),
     (
         "empty task=",
         ",",
-        r"error: task= is empty; accepted: a \.jsonl or lm-eval \.yaml task file path, or several "
-        r"separated by commas \(docs/evaluation\.md\)",
+        r"error: task= is empty; accepted: a built-in task \(val_continuation\), a \.jsonl or lm-eval "
+        r"\.yaml task file path, or several separated by commas \(docs/evaluation\.md\)",
     ),
 ]
 
@@ -158,8 +158,9 @@ def test_a_data_override_with_task_is_refused(byte_ckpt: Path, bad: Path, capsys
     with pytest.raises(SystemExit):
         EVALUATE.main([f"ckpt_path={byte_ckpt}", f"task={bad}/range.jsonl", "data.max_bytes=100"])
     assert capsys.readouterr().err.strip() == (
-        "error: 'data.max_bytes=100' does not apply with task= (tasks read their own files); "
-        "accepted with task=: ckpt_path, batch_size, device"
+        "error: 'data.max_bytes=100' does not apply with task= files (they hold their own text); "
+        "accepted with task=: ckpt_path, batch_size, device, and data.* with a built-in task "
+        "(val_continuation)"
     )
 
 

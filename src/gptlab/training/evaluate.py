@@ -29,7 +29,7 @@ from gptlab.data.resolve import resolve
 from gptlab.data.spec import same_tokenizer, write_tokenizer
 from gptlab.data.tokenizer_files import TOKENIZER_FILE
 from gptlab.data.tokenizers import pretrained_file
-from gptlab.training.tasks.run import evaluate_tasks, task_report
+from gptlab.training.tasks.run import BUILTIN, evaluate_tasks, task_names, task_report
 from gptlab.training.validation import loss_sum_and_count, val_metrics
 
 SPLITS = ("val", "train")
@@ -37,7 +37,8 @@ USAGE = (
     "usage: python evaluate.py ckpt_path=<.ckpt | consolidated file | HF dir> [data=<preset>] "
     "[data.<field>=<value> ...] [split=val|train] [batch_size=N] [device=cpu]; "
     "data.val_windows=N scores N windows spread over the split (0: all); "
-    "task=<file.jsonl | lm-eval task .yaml>[,...] scores multiple-choice tasks instead (docs/evaluation.md)"
+    "task=<val_continuation | file.jsonl | lm-eval task .yaml>[,...] scores multiple-choice tasks instead "
+    "(docs/evaluation.md)"
 )
 log = logging.getLogger("gptlab.evaluate")
 
@@ -156,23 +157,18 @@ def torch_device(name: str) -> torch.device:
     return device
 
 
-def evaluate(cfg: EvaluateConfig, data_overrides: list[str]) -> dict[str, Any]:
-    """Mean next-token loss over the split's scored windows, with its perplexity and bits per byte;
-    with task=, each task's accuracy instead (gptlab.training.tasks)."""
-    device = torch_device(cfg.device)
-    if cfg.task is not None:
-        if data_overrides:
-            raise ValueError(
-                f"{data_overrides[0]!r} does not apply with task= (tasks read their own files); "
-                "accepted with task=: ckpt_path, batch_size, device"
-            )
-        return evaluate_tasks(cfg.ckpt_path, cfg.task, cfg.batch_size, device)
+def compose_data(data_overrides: list[str], batch_size: int | None) -> DataConfig:
+    """The data config composed as train.py composes it (a bad override fails here, before any load)."""
     raw, _ = compose_raw(data_overrides)
     data: DataConfig = OmegaConf.to_object(raw.data)  # type: ignore[assignment]
-    if cfg.batch_size is not None:
-        data = dataclasses.replace(data, batch_size=cfg.batch_size)
-    model, spec = load_checkpoint(cfg.ckpt_path)
-    model = model.to(device).eval()
+    if batch_size is not None:
+        data = dataclasses.replace(data, batch_size=batch_size)
+    return data
+
+
+def checkpoint_datamodule(data: DataConfig, model: Any, spec: dict[str, Any]) -> TokenDataModule:
+    """`data` tokenized with the checkpoint's tokenizer and set up for the model's block_size: with
+    the run's data overrides, the run's splits."""
     data = data_for_checkpoint(data, spec)
     datamodule = TokenDataModule(data, block_size=model.cfg.block_size, seed=0)
     packed = datamodule.prepare()
@@ -181,6 +177,45 @@ def evaluate(cfg: EvaluateConfig, data_overrides: list[str]) -> dict[str, Any]:
             f"the tokenizer has {packed.meta['vocab_size']} ids but the model only "
             f"{model.cfg.vocab_size}; accepted: a tokenizer of at most {model.cfg.vocab_size} ids"
         )
+    return datamodule
+
+
+def evaluate_task_spec(
+    cfg: EvaluateConfig, data_overrides: list[str], device: torch.device
+) -> dict[str, Any]:
+    """task=: each task's accuracy (gptlab.training.tasks); a built-in task is built from the val
+    split of the data config composed with data_overrides, as the loss is."""
+    assert cfg.task is not None
+    if not any(name in BUILTIN for name in task_names(cfg.task)):
+        if data_overrides:
+            raise ValueError(
+                f"{data_overrides[0]!r} does not apply with task= files (they hold their own text); "
+                f"accepted with task=: ckpt_path, batch_size, device, and data.* with a built-in task "
+                f"({', '.join(BUILTIN)})"
+            )
+        return evaluate_tasks(cfg.ckpt_path, cfg.task, cfg.batch_size, device)
+    data = compose_data(data_overrides, None)
+    return evaluate_tasks(
+        cfg.ckpt_path,
+        cfg.task,
+        cfg.batch_size,
+        device,
+        lambda model, spec: checkpoint_datamodule(data, model, spec),
+    )
+
+
+def evaluate(cfg: EvaluateConfig, data_overrides: list[str]) -> dict[str, Any]:
+    """Mean next-token loss over the split's scored windows, with its perplexity and bits per byte;
+    with task=, each task's accuracy instead (gptlab.training.tasks)."""
+    device = torch_device(cfg.device)
+    if cfg.task is not None:
+        return evaluate_task_spec(cfg, data_overrides, device)
+    data = compose_data(data_overrides, cfg.batch_size)
+    model, spec = load_checkpoint(cfg.ckpt_path)
+    model = model.to(device).eval()
+    datamodule = checkpoint_datamodule(data, model, spec)
+    packed = datamodule.prepare()
+    data = datamodule.cfg
     loader = datamodule.eval_dataloader(cfg.split)
     totals = score(model, loader, device, f"evaluate {cfg.split}")
     meta = packed.meta

@@ -9,15 +9,17 @@ from typing import Any
 
 import torch
 
-from gptlab.checkpoints import load_model
+from gptlab.checkpoints import load_checkpoint
+from gptlab.data.spec import tokenizer_from_spec
 from gptlab.training.tasks.formats import Item, read_task
 from gptlab.training.tasks.lm_eval_tasks import YAML_SUFFIXES, read_yaml_task
 from gptlab.training.tasks.scoring import choice_loglikelihoods, summarize
+from gptlab.training.tasks.val_task import val_continuation
 
 # Named tasks built from our corpora: name -> builder(datamodule) -> items. A builder reads the
 # configured data's val split through a set-up TokenDataModule (the training run's, or evaluate.py's
-# for the checkpoint's data config). Filled by gptlab.training.tasks.val_task (issue 38, item 3).
-BUILTIN: dict[str, Callable[[Any], list[Item]]] = {}
+# for the checkpoint's data config).
+BUILTIN: dict[str, Callable[[Any], list[Item]]] = {"val_continuation": val_continuation}
 DEFAULT_BATCH = 16  # requests (context + one choice) per forward
 COLUMNS = ("task", "acc", "acc_norm", "items", "chance", "bpb", "cut")
 log = logging.getLogger("gptlab.evaluate")
@@ -28,16 +30,15 @@ def task_names(spec: str) -> list[str]:
     names = [n.strip() for n in spec.split(",") if n.strip()]
     if not names:
         raise ValueError(
-            "task= is empty; accepted: a .jsonl or lm-eval .yaml task file path, or several separated "
-            "by commas (docs/evaluation.md)"
+            f"task= is empty; accepted: a built-in task ({', '.join(BUILTIN)}), a .jsonl or lm-eval .yaml "
+            "task file path, or several separated by commas (docs/evaluation.md)"
         )
     for name in names:
         if name not in BUILTIN and not name.endswith((".jsonl", *YAML_SUFFIXES)) and not Path(name).exists():
-            known = f"; built-in: {', '.join(BUILTIN)}" if BUILTIN else "; there are no built-in tasks yet"
             raise ValueError(
                 f"task={name!r} is neither a task file nor a known task; accepted: a .jsonl file "
                 f"path (HellaSwag or {{context, choices, answer}}), an lm-eval task .yaml "
-                f"(multiple_choice; docs/evaluation.md){known}"
+                f"(multiple_choice; docs/evaluation.md) or a built-in task: {', '.join(BUILTIN)}"
             )
     return names
 
@@ -56,14 +57,27 @@ def load_task(name: str, datamodule: Any | None = None) -> list[Item]:
     return read_task(name)
 
 
-def evaluate_tasks(ckpt_path: str, spec: str, batch_size: int | None, device: torch.device) -> dict[str, Any]:
+def evaluate_tasks(
+    ckpt_path: str,
+    spec: str,
+    batch_size: int | None,
+    device: torch.device,
+    datamodule_for: Callable[[Any, dict[str, Any]], Any] | None = None,
+) -> dict[str, Any]:
     """{"tasks": [(name, metrics)], "block_size": ...}; every file is read and checked before the
-    model loads, so a bad line costs no model load and nothing is scored."""
-    tasks: list[tuple[str, list[Item]]] = [(n, load_task(n)) for n in task_names(spec)]
-    model, tokenizer = load_model(ckpt_path, str(device))
-    model.eval()
+    model loads, so a bad line costs no model load and nothing is scored. A built-in task is built
+    from `datamodule_for(model, tokenizer spec)`, the checkpoint's data set up (evaluate.py's)."""
+    names = task_names(spec)
+    files = {name: load_task(name) for name in names if name not in BUILTIN}
+    model, tokenizer_record = load_checkpoint(ckpt_path)
+    model = model.to(device).eval()
+    tokenizer = tokenizer_from_spec(tokenizer_record)
+    datamodule = None
+    if datamodule_for is not None and len(files) < len(names):
+        datamodule = datamodule_for(model, tokenizer_record)
     out = []
-    for name, items in tasks:
+    for name in names:
+        items = files[name] if name in files else load_task(name, datamodule)
         result = choice_loglikelihoods(model, tokenizer, items, batch_size or DEFAULT_BATCH, device)
         if result.cut:
             log.warning(

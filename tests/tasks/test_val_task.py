@@ -1,0 +1,275 @@
+"""The built-in task val_continuation, checked against the source files it was built from.
+
+The corpus is text files of random words written here, one document each; with
+data.val_fraction=0.25 every 4th file (sorted) is a val document (docs/data.md). The oracle finds
+each item's strings in those files with `str.count`: it shares no code with the builder (no token
+ids, no end-of-text search, no draws).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gptlab.data.config import DataConfig
+from gptlab.data.datamodule import TokenDataModule
+from gptlab.data.tokenizers import BYTE_EOS, ByteTokenizer
+from gptlab.training.tasks.run import load_task
+from gptlab.training.tasks.val_task import DEFAULT, ValContinuation, build_items
+from tests.interop.helpers import load_cli
+
+EVALUATE = load_cli("evaluate.py")
+N_FILES = 24  # every 4th is val: 6 val documents of ~1,700 bytes
+COLUMNS = ["task", "acc", "acc_norm", "items", "chance", "bpb", "cut"]
+
+
+def write_corpus(directory: Path, seed: int, n_files: int = N_FILES) -> dict[str, str]:
+    """Files of random lowercase words, 8 to a line: any 16 bytes of one occur in no other."""
+    rng = random.Random(seed)
+    directory.mkdir(parents=True)
+    texts = {}
+    for f in range(n_files):
+        words = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(260)]
+        text = "\n".join(" ".join(words[i : i + 8]) for i in range(0, len(words), 8)) + "\n"
+        (directory / f"doc{f:02d}.txt").write_text(text)
+        texts[f"doc{f:02d}.txt"] = text
+    return texts
+
+
+def datamodule(corpus: Path, cache: Path) -> TokenDataModule:
+    cfg = DataConfig(source="text", path=str(corpus / "*.txt"), val_fraction=0.25, cache_dir=str(cache))
+    return TokenDataModule(cfg, block_size=64, seed=0)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("valtask")
+    texts = write_corpus(root / "corpus", seed=1)
+    dm = datamodule(root / "corpus", root / "cache")
+    return {"root": root, "texts": texts, "dm": dm, "items": load_task("val_continuation", dm)}
+
+
+def files_with(texts: dict[str, str], s: str) -> list[str]:
+    """The files holding s, once per occurrence."""
+    return [name for name, text in texts.items() for _ in range(text.count(s))]
+
+
+def test_every_item_against_the_source_files(built: dict) -> None:
+    texts, items = built["texts"], built["items"]
+    val_files = {f"doc{f:02d}.txt" for f in range(0, N_FILES, 4)}
+    assert len(items) == DEFAULT.items == 300
+    used = set()
+    for item in items:
+        assert len(item.choices) == 4 and item.delimiter == ""
+        assert len(item.context.encode()) == 64 and not item.context[-1].isspace()
+        assert [len(c.encode()) for c in item.choices] == [16] * 4
+        assert all(c[0].isspace() and c.strip() for c in item.choices)
+        assert len(set(item.choices)) == 4
+        # the right choice is the text that follows the context in its document ...
+        [home] = files_with(texts, item.context + item.choices[item.label])
+        # ... and each choice comes from its own document, the right one from the context's
+        homes = [files_with(texts, c) for c in item.choices]
+        assert all(len(h) == 1 for h in homes), homes
+        assert len({h[0] for h in homes}) == 4 and homes[item.label] == [home]
+        used |= {h[0] for h in homes}
+    assert used <= val_files and len(used) >= 4
+
+
+def test_with_a_bpe_every_choice_is_16_tokens_after_its_context(built: dict) -> None:
+    """A BPE trained on the corpus: the tokenizer itself (not the builder) encodes each context and
+    context + choice; every choice adds exactly 16 tokens and leaves the context's 64 as they were."""
+    cfg = DataConfig(
+        source="text", path=str(built["root"] / "corpus" / "*.txt"), val_fraction=0.25,
+        tokenizer="bpe", bpe_vocab_size=400, cache_dir=str(built["root"] / "cache"),
+    )  # fmt: skip
+    dm = TokenDataModule(cfg, block_size=64, seed=0)
+    items = load_task("val_continuation", dm)
+    tokenizer = dm.prepare().tokenizer
+    assert len(items) == 300 and tokenizer.name.startswith("bpe")
+    for item in items:
+        context = list(tokenizer.encode(item.context))
+        assert len(context) == 64
+        for choice in item.choices:
+            whole = list(tokenizer.encode(item.context + choice))
+            assert whole[:64] == context and len(whole) == 80
+        [home] = files_with(built["texts"], item.context + item.choices[item.label])
+        assert len({files_with(built["texts"], c)[0] for c in item.choices}) == 4
+
+
+def test_labels_spread_over_the_positions(built: dict) -> None:
+    counts = Counter(item.label for item in built["items"])
+    # 300 draws of 1 in 4: 75 each, standard deviation 7.5; 45..105 is 4 of them
+    assert sorted(counts) == [0, 1, 2, 3] and all(45 <= n <= 105 for n in counts.values()), counts
+
+
+def test_rebuilt_from_the_cache_and_fresh_the_same(built: dict, caplog) -> None:
+    dm, items = built["dm"], built["items"]
+    [cached] = [
+        f
+        for f in (built["root"] / "cache" / "tasks").glob("val_continuation-*.json")
+        if json.loads(f.read_text())["items"][0]["context"] == items[0].context
+    ]
+    assert load_task("val_continuation", dm) == items  # from the file
+    packed = dm.prepare()
+    assert build_items(packed.tokens("val"), packed.tokenizer) == items  # fresh, no cache
+    fresh_dm = datamodule(built["root"] / "corpus", built["root"] / "cache")
+    assert load_task("val_continuation", fresh_dm) == items  # another data module, same split
+    # a damaged file (a changed choice that still parses) is said and rebuilt, never read
+    record = json.loads(cached.read_text())
+    record["items"][0]["choices"][0] = " zzzzzzzzzzzzzzz"
+    cached.write_text(json.dumps(record))
+    with caplog.at_level(logging.WARNING):
+        assert load_task("val_continuation", dm) == items
+    assert "(its items do not match their checksum): building them again" in caplog.text
+    cached.write_text(cached.read_text()[:100])  # truncated: not JSON
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert load_task("val_continuation", dm) == items
+    assert "is unreadable (JSONDecodeError)" in caplog.text
+    assert json.loads(cached.read_text())["items"][0]["choices"] == list(items[0].choices)
+
+
+def test_other_val_data_other_items(built: dict) -> None:
+    """Another corpus, the same cache directory and tokenizer: its own items, from its own files."""
+    texts = write_corpus(built["root"] / "other", seed=2)
+    items = load_task("val_continuation", datamodule(built["root"] / "other", built["root"] / "cache"))
+    assert len(items) == 300
+    assert not {i.context for i in items} & {i.context for i in built["items"]}
+    for item in items[:50]:
+        assert len(files_with(texts, item.context + item.choices[item.label])) == 1
+
+
+def test_items_are_not_drawn_from_the_run_seed(built: dict) -> None:
+    """The data module's seed (the run's) changes nothing: every job of a sweep scores the same items."""
+    cfg = built["dm"].cfg
+    assert load_task("val_continuation", TokenDataModule(cfg, block_size=32, seed=1234)) == built["items"]
+
+
+def split_of(docs: list[str]) -> np.ndarray:
+    """Val tokens as the packer writes them for the byte tokenizer: each document then BYTE_EOS."""
+    return np.frombuffer(b"".join(d.encode() + bytes([BYTE_EOS]) for d in docs), dtype=np.uint8)
+
+
+def test_fewer_documents_than_choices_fewer_choices(caplog) -> None:
+    rng = random.Random(3)
+    docs = [" ".join("".join(rng.choices("abcdef", k=5)) for _ in range(60)) for _ in range(3)]
+    params = ValContinuation(items=20)
+    with caplog.at_level(logging.WARNING):
+        items = build_items(split_of(docs), ByteTokenizer(), params)
+    assert "3 usable documents, so items have 3 choices (chance 1/3)" in caplog.text
+    assert all(len(i.choices) == 3 for i in items) and len(items) == 20
+    for item in items:  # each of the 3 documents gives one choice
+        assert sorted(next(k for k, d in enumerate(docs) if c in d) for c in item.choices) == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("docs", "want"),
+    [
+        (["word " * 100], "the val split has 1 document(s), 1 usable, 501 tokens"),
+        (["word " * 100, "short text"], "the val split has 2 document(s), 1 usable, 512 tokens"),
+        (["wordwordword" * 10, "nospaces" * 20], "the val split has 2 document(s), 0 usable, 282 tokens"),
+    ],
+    ids=["one document", "one long enough", "no word boundary"],
+)
+def test_a_split_too_small_is_one_line(docs: list[str], want: str) -> None:
+    with pytest.raises(ValueError) as err:
+        build_items(split_of(docs), ByteTokenizer())
+    assert str(err.value) == (
+        "task=val_continuation needs at least 2 val documents of 80 tokens or more with a word boundary "
+        f"(its wrong choices come from other documents); {want}; accepted: a larger val split "
+        "(data.max_bytes, data.val_fraction)"
+    )
+
+
+def printed(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict[str, str]]:
+    capsys.readouterr()
+    assert EVALUATE.main(list(args)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(k for k, line in enumerate(lines) if line.split() == COLUMNS)
+    rows = [line.split() for line in lines[header + 1 :] if len(line.split()) == len(COLUMNS)]
+    return {r[0]: dict(zip(COLUMNS, r, strict=True)) for r in rows}
+
+
+def test_evaluate_py_scores_the_task_as_its_items_in_a_file(built: dict, byte_ckpt: Path, capsys) -> None:
+    """evaluate.py composes the data config as train.py does, so data=text with the corpus selects
+    the val split the test's data module built from; the same items written as a plain jsonl file
+    score the same to the last printed digit, and the table says 300 items at chance 1/4."""
+    root, items = built["root"], built["items"]
+    as_file = root / "same_items.jsonl"
+    as_file.write_text(
+        "".join(
+            json.dumps({"context": i.context, "choices": list(i.choices), "answer": i.label}) + "\n"
+            for i in items
+        )
+    )
+    rows = printed(
+        capsys,
+        f"ckpt_path={byte_ckpt}",
+        f"task=val_continuation,{as_file}",
+        "batch_size=64",
+        "data=text",
+        f"data.path={root}/corpus/*.txt",
+        "data.val_fraction=0.25",
+        f"data.cache_dir={root}/cache",
+    )
+    task, same = rows["val_continuation"], rows[str(as_file)]
+    assert task["items"] == "300" and task["chance"] == "0.2500" and task["cut"] == "300"  # 80 > 64 + 1
+    assert {k: task[k] for k in ("acc", "acc_norm", "bpb")} == {
+        k: same[k] for k in ("acc", "acc_norm", "bpb")
+    }
+
+
+TOO_SMALL = (
+    r"error: task=val_continuation needs at least 2 val documents of 80 tokens or more with a word "
+    r"boundary \(its wrong choices come from other documents\); the val split has 1 document\(s\), "
+    r"1 usable, \d+ tokens; accepted: a larger val split \(data.max_bytes, data.val_fraction\)"
+)
+NO_EOS = (
+    r"error: task=val_continuation finds the val documents at end-of-text ids, but the tokenizer "
+    r"'ids256' has none; accepted: data.tokenizer=byte\|bpe\|tiktoken, or a data.tokenizer_path with "
+    r"an end-of-text token"
+)
+
+
+@pytest.mark.parametrize(
+    ("data", "want"),
+    [
+        (["data.max_bytes=300000"], TOO_SMALL),  # the quick presets' data: 1 val document
+        (["data=tokens", "data.path={d}/ids.bin", "data.token_dtype=uint16", "data.vocab_size=256"], NO_EOS),
+    ],
+    ids=["one val document", "no end-of-text id"],
+)
+def test_evaluate_py_refuses_what_it_cannot_build(
+    data: list[str], want: str, tmp_path: Path, byte_ckpt: Path, capsys, monkeypatch
+) -> None:
+    np.random.default_rng(0).integers(0, 256, 20_000).astype(np.uint16).tofile(tmp_path / "ids.bin")
+    monkeypatch.chdir(tmp_path)
+    args = [f"ckpt_path={byte_ckpt}", "task=val_continuation", f"data.cache_dir={tmp_path}/cache"]
+    with pytest.raises(SystemExit) as exit_:
+        EVALUATE.main(args + [a.replace("{d}", str(tmp_path)) for a in data])
+    assert exit_.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    errors = [line for line in captured.err.splitlines() if line.startswith("error")]
+    assert errors == [captured.err.strip().splitlines()[-1]]  # before it: datasets' progress bars
+    assert re.fullmatch(want, errors[0]), errors
+    assert not (tmp_path / "cache" / "tasks").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) in (["cache", "ids.bin"], ["ids.bin"])
+
+
+def test_a_split_of_repeated_text_is_one_line() -> None:
+    """Two documents of one repeated word: every draw has equal choices, so no item can be made."""
+    with pytest.raises(ValueError) as err:
+        build_items(split_of(["word " * 100, "word " * 90]), ByteTokenizer(), ValContinuation(attempts=20))
+    assert str(err.value) == (
+        "task=val_continuation: no usable item 1 in 20 draws from the val split (2 usable documents, 952 "
+        "tokens): each had two equal choices, a whitespace-only one or one whose text does not re-encode to "
+        "its tokens; accepted: a val split of varied text that the tokenizer round-trips"
+    )
