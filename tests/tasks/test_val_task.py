@@ -8,6 +8,7 @@ ids, no end-of-text search, no draws).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import random
@@ -157,34 +158,47 @@ def split_of(docs: list[str]) -> np.ndarray:
     return np.frombuffer(b"".join(d.encode() + bytes([BYTE_EOS]) for d in docs), dtype=np.uint8)
 
 
-def test_fewer_documents_than_choices_fewer_choices(caplog) -> None:
+def test_fewer_documents_than_choices_passages_apart(caplog) -> None:
+    """3 documents, 4 choices: the passages come from any document, never overlapping. Each choice
+    is found in the documents with str.find (16 random letters occur once), its context right before
+    the right one, and two passages of one document at least 64 + 16 bytes apart."""
     rng = random.Random(3)
-    docs = [" ".join("".join(rng.choices("abcdef", k=5)) for _ in range(60)) for _ in range(3)]
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    docs = [" ".join("".join(rng.choices(letters, k=rng.randint(2, 9))) for _ in range(60)) for _ in range(3)]
     params = ValContinuation(items=20)
     with caplog.at_level(logging.WARNING):
         items = build_items(split_of(docs), ByteTokenizer(), params)
-    assert "3 usable documents, so items have 3 choices (chance 1/3)" in caplog.text
-    assert all(len(i.choices) == 3 for i in items) and len(items) == 20
-    for item in items:  # each of the 3 documents gives one choice
-        assert sorted(next(k for k, d in enumerate(docs) if c in d) for c in item.choices) == [0, 1, 2]
+    assert "3 usable document(s), fewer than 4 choices" in caplog.text and "(chance 1/4)" in caplog.text
+    assert len(items) == 20 and all(len(i.choices) == 4 for i in items)
+    same_document = 0
+    for item in items:
+        where = []
+        for c in item.choices:
+            [(d, at)] = [(d, doc.find(c)) for d, doc in enumerate(docs) if c in doc]
+            assert docs[d].count(c) == 1
+            where.append((d, at))
+        d, at = where[item.label]
+        assert docs[d][at - 64 : at] == item.context
+        for (d1, a1), (d2, a2) in itertools.combinations(where, 2):
+            assert d1 != d2 or abs(a1 - a2) >= 80, (where, item)
+            same_document += d1 == d2
+    assert same_document > 0  # the fallback really draws from one document twice
 
 
 @pytest.mark.parametrize(
     ("docs", "want"),
     [
-        (["word " * 100], "the val split has 1 document(s), 1 usable, 501 tokens"),
-        (["word " * 100, "short text"], "the val split has 2 document(s), 1 usable, 512 tokens"),
-        (["wordwordword" * 10, "nospaces" * 20], "the val split has 2 document(s), 0 usable, 282 tokens"),
+        (["short text"], "the val split has 1 document(s), none usable, 11 tokens"),
+        (["wordwordword" * 10, "nospaces" * 20], "the val split has 2 document(s), none usable, 282 tokens"),
     ],
-    ids=["one document", "one long enough", "no word boundary"],
+    ids=["too short", "no word boundary"],
 )
 def test_a_split_too_small_is_one_line(docs: list[str], want: str) -> None:
     with pytest.raises(ValueError) as err:
         build_items(split_of(docs), ByteTokenizer())
     assert str(err.value) == (
-        "task=val_continuation needs at least 2 val documents of 80 tokens or more with a word boundary "
-        f"(its wrong choices come from other documents); {want}; accepted: a larger val split "
-        "(data.max_bytes, data.val_fraction)"
+        "task=val_continuation needs a val document of 80 tokens or more with a word boundary; "
+        f"{want}; accepted: a larger val split (data.max_bytes, data.val_fraction)"
     )
 
 
@@ -226,11 +240,6 @@ def test_evaluate_py_scores_the_task_as_its_items_in_a_file(built: dict, byte_ck
     }
 
 
-TOO_SMALL = (
-    r"error: task=val_continuation needs at least 2 val documents of 80 tokens or more with a word "
-    r"boundary \(its wrong choices come from other documents\); the val split has 1 document\(s\), "
-    r"1 usable, \d+ tokens; accepted: a larger val split \(data.max_bytes, data.val_fraction\)"
-)
 NO_EOS = (
     r"error: task=val_continuation finds the val documents at end-of-text ids, but the tokenizer "
     r"'ids256' has none; accepted: data.tokenizer=byte\|bpe\|tiktoken, or a data.tokenizer_path with "
@@ -241,10 +250,9 @@ NO_EOS = (
 @pytest.mark.parametrize(
     ("data", "want"),
     [
-        (["data.max_bytes=300000"], TOO_SMALL),  # the quick presets' data: 1 val document
         (["data=tokens", "data.path={d}/ids.bin", "data.token_dtype=uint16", "data.vocab_size=256"], NO_EOS),
     ],
-    ids=["one val document", "no end-of-text id"],
+    ids=["no end-of-text id"],
 )
 def test_evaluate_py_refuses_what_it_cannot_build(
     data: list[str], want: str, tmp_path: Path, byte_ckpt: Path, capsys, monkeypatch
@@ -270,6 +278,7 @@ def test_a_split_of_repeated_text_is_one_line() -> None:
         build_items(split_of(["word " * 100, "word " * 90]), ByteTokenizer(), ValContinuation(attempts=20))
     assert str(err.value) == (
         "task=val_continuation: no usable item 1 in 20 draws from the val split (2 usable documents, 952 "
-        "tokens): each had two equal choices, a whitespace-only one or one whose text does not re-encode to "
-        "its tokens; accepted: a val split of varied text that the tokenizer round-trips"
+        "tokens): each had two equal choices, a whitespace-only one, one whose text does not re-encode to "
+        "its tokens or (fewer usable documents than choices) overlapping passages; accepted: a val split "
+        "of varied text that the tokenizer round-trips"
     )

@@ -25,7 +25,7 @@ from gptlab.data.paths import stable_hash
 from gptlab.data.spec import tokenizer_spec
 from gptlab.training.tasks.formats import Item
 
-FORMAT = 1  # bump when the file layout or an item's construction changes: old files are then ignored
+FORMAT = 2  # bump when the file layout or an item's construction changes: old files are then ignored
 HASH_TOKENS = 1 << 23  # tokens hashed at a time
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,10 @@ at uniformly random eligible positions of the split, from k distinct documents; 
 uniformly, gives the item its context (the C tokens before its position) and the k continuations
 (the L tokens from each position) are the choices, in the order drawn. The label is uniform given
 the choices, so a scorer that ignores the context scores 1/k in expectation: only a model that uses
-the context beats chance.
+the context beats chance. A split with fewer than k usable documents (the quick presets' one val
+document) draws the k passages uniformly over all eligible positions instead, keeping a draw only
+when no two passages' C + L windows overlap: the wrong choices then may come from the context's own
+document, which makes the task harder, not easier, and the label stays uniform (chance 1/k).
 
 A position is eligible when it lies at least C tokens into its document and L before its end, the
 context before it ends in a non-whitespace character and the continuation starts with whitespace (a
@@ -169,6 +172,15 @@ class Pool:
             starts.append(int(self.starts[r]))
         return starts
 
+    def apart(self, k: int, window: tuple[int, int], seed: int, *key: object) -> list[int] | None:
+        """Starts of k passages drawn uniformly over every eligible position, from any documents;
+        None when two passages' windows (`window` = tokens before, after a start) overlap."""
+        starts = [int(self.starts[draw(seed, *key, slot) % self.starts.size]) for slot in range(k)]
+        ordered = sorted(starts)
+        if any(b - a < sum(window) for a, b in zip(ordered, ordered[1:], strict=False)):
+            return None
+        return starts
+
 
 def build_items(tokens: Any, tokenizer: Any, params: ValContinuation = DEFAULT) -> list[Item]:
     """The task's items from a val split's tokens (a 1-D array or memmap) and the tokenizer that
@@ -183,25 +195,32 @@ def build_items(tokens: Any, tokenizer: Any, params: ValContinuation = DEFAULT) 
     runs = documents(tokens, eos)
     pool = Pool(eligible_positions(tokens, tokenizer, spread(runs, params.max_documents), params))
     need = params.context_tokens + params.continuation_tokens
-    if pool.documents < 2:
+    if pool.documents < 1:
         raise ValueError(
-            f"task={NAME} needs at least 2 val documents of {need} tokens or more with a word "
-            f"boundary (its wrong choices come from other documents); the val split has "
-            f"{len(runs)} document(s), {pool.documents} usable, {len(tokens)} tokens; accepted: "
-            "a larger val split (data.max_bytes, data.val_fraction)"
+            f"task={NAME} needs a val document of {need} tokens or more with a word boundary; the val "
+            f"split has {len(runs)} document(s), none usable, {len(tokens)} tokens; accepted: a larger "
+            "val split (data.max_bytes, data.val_fraction)"
         )
-    k = min(params.choices, pool.documents)
-    if k < params.choices:
+    k = params.choices
+    distinct = pool.documents >= k
+    if not distinct:
         log.warning(
-            "%s: the val split has %d usable documents, so items have %d choices (chance 1/%d) "
-            "instead of %d",
-            NAME, pool.documents, k, k, params.choices,
+            "%s: the val split has %d usable document(s), fewer than %d choices: wrong choices come "
+            "from non-overlapping passages of any document, the context's own included (chance 1/%d)",
+            NAME, pool.documents, k, k,
         )  # fmt: skip
     items: list[Item] = []
     seen: set[tuple[str, tuple[str, ...]]] = set()
     for i in range(params.items):
         for attempt in range(params.attempts):
-            starts = pool.passages(k, params.seed, i, attempt)
+            window = (params.context_tokens, params.continuation_tokens)
+            starts = (
+                pool.passages(k, params.seed, i, attempt)
+                if distinct
+                else pool.apart(k, window, params.seed, i, attempt)
+            )
+            if starts is None:
+                continue
             label = draw(params.seed, i, attempt, "label") % k
             item = make_item(tokens, tokenizer, starts, label, params, f"{NAME} item {i + 1}")
             if item is not None and (item.context, item.choices) not in seen:
@@ -212,7 +231,8 @@ def build_items(tokens: Any, tokenizer: Any, params: ValContinuation = DEFAULT) 
             raise ValueError(
                 f"task={NAME}: no usable item {i + 1} in {params.attempts} draws from the val "
                 f"split ({pool.documents} usable documents, {len(tokens)} tokens): each had two equal "
-                "choices, a whitespace-only one or one whose text does not re-encode to its tokens; "
+                "choices, a whitespace-only one, one whose text does not re-encode to its tokens or "
+                "(fewer usable documents than choices) overlapping passages; "
                 "accepted: a val split of varied text that the tokenizer round-trips"
             )
     return items
