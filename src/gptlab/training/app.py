@@ -29,6 +29,8 @@ from gptlab.model import GPTConfig
 from gptlab.training.callbacks.nonfinite import EXIT_NONFINITE, NonFiniteError
 from gptlab.training.callbacks.preemption import EXIT_PREEMPTED
 from gptlab.training.callbacks.summary import RunSummary, write_json_atomic
+from gptlab.training.callbacks.tasks import check_names as check_task_names
+from gptlab.training.callbacks.tasks import task_lines
 from gptlab.training.job_identity import job_overrides, job_tags, run_name, sweep_arm_key
 from gptlab.training.launch import LocalWorkers, externally_launched
 from gptlab.training.loggers import ablation_fields, build_loggers, finish_wandb
@@ -78,6 +80,7 @@ def model_config(cfg: TrainConfig, vocab_size: int, tokenizer: Any = None) -> GP
 def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
     """One training job in this process (and, for several local devices, its worker processes)."""
     accelerator, devices = resolve_devices(cfg)
+    check_task_names(cfg.callbacks.tasks.names)  # before the data is prepared: a typo fails at once
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = TokenDataModule(cfg.data, block_size=cfg.model.block_size, seed=cfg.seed)
     datamodule.prepare()  # before starting ranks: they find the token file cached
@@ -146,6 +149,8 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
                 result["best_val_loss"],
                 run_dir,
             )
+            for line in task_lines(result.get("tasks") or {}):
+                log.info("%s", line)
         finish_wandb(loggers)
         if workers is not None:
             workers.join()

@@ -65,6 +65,15 @@ def resolve_precision(cfg: TrainConfig, accelerator: str) -> str:
     return "32-true"
 
 
+def task_callbacks(cfg: TrainConfig) -> list[L.Callback]:
+    """The downstream-task evaluation when callbacks.tasks.names is not empty (reads task files now)."""
+    if not cfg.callbacks.tasks.names:
+        return []
+    from gptlab.training.callbacks.tasks import TaskEvaluation
+
+    return [TaskEvaluation(cfg.callbacks.tasks)]
+
+
 def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> list[L.Callback]:
     """The run's callbacks, in the order their hooks must run (each placement says why)."""
     every = cfg.callbacks.telemetry.every_n_steps or cfg.trainer.log_every_n_steps
@@ -75,6 +84,7 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
         NonFiniteMonitor(cfg.callbacks.on_nonfinite, every=cfg.trainer.log_every_n_steps),
         LogStepThroughput(every=cfg.trainer.log_every_n_steps),
         FinalValidation(),  # before ModelCheckpoint's own hooks run on that validation
+        *task_callbacks(cfg),  # scores at validations; RunSummary reads its last results at the end
         ModelCheckpoint(
             dirpath=run_dir / "checkpoints",
             filename="best",

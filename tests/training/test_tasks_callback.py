@@ -1,0 +1,160 @@
+"""Downstream tasks in the loop (callbacks.tasks): logged numbers against plain torch on the run's own
+weights, the cadence, and a training run the evaluation leaves exactly as it was.
+
+One tiny run with two task files (a plain and a HellaSwag one) is shared by the module: 7 steps,
+validations after steps 3, 6 and 7 (the final one), callbacks.tasks.every_n_steps=5, so the tasks are
+scored after steps 6 (the first validation at or after step 5) and 7 (the final validation), never in
+the sanity check. A second run without tasks must train bit for bit the same (dropout on: an
+evaluation that drew from the RNG or left the model in eval mode would change the losses).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import pytest
+import torch
+
+from gptlab.checkpoints import load_gpt
+from tests.training.rel_harness import csv_rows, series, train_here, with_callbacks
+
+BLOCK = 32  # rel_harness.TINY's model.block_size
+PLAIN = [
+    {"context": "def add(a, b):\n   ", "choices": [" return a + b", " pass", " yield"], "answer": 0},
+    {
+        "context": "import os\nfor name in",
+        "choices": [" sorted(os.listdir('.')):", " range(3):"],
+        "answer": 1,
+    },
+    {"context": "class Stack:\n    def", "choices": [" push(self, item):", " pop(self):", " x"], "answer": 2},
+    {"context": "print(", "choices": ["'Grüße')", "'hi')"], "answer": 0},
+    {"context": "if x is", "choices": [" None:", " not None:"], "answer": 0},
+]
+HELLASWAG = [
+    {"ctx": "The return value of len(", "endings": ["x) is an int.", "[title] y", "z)"], "label": "0"},
+    {"ctx": "x" * 40 + " for i in", "endings": ["range(10):", "i:"], "label": 0},
+]
+STEPS, EVERY = 7, 5
+TASKED = ["callbacks.tasks.every_n_steps=5", "callbacks.tasks.batch_size=3"]
+COMMON = [f"trainer.max_steps={STEPS}", "trainer.val_check_interval=3", "model.dropout=0.1"]
+
+
+class Probe(L.Callback):
+    """Records the TaskEvaluation's evaluated steps and the model's mode at every training batch."""
+
+    def __init__(self) -> None:
+        self.evaluations: list[int] = []
+        self.modes: list[bool] = []
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, i: int) -> None:
+        self.modes.append(pl_module.model.training)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        (tasks,) = [c for c in trainer.callbacks if type(c).__name__ == "TaskEvaluation"]
+        self.evaluations = list(tasks.evaluations)
+
+
+def write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> dict[str, Any]:
+    """The tasked run (with its probe) and the same run without tasks."""
+    root = tmp_path_factory.mktemp("tasks_cb")
+    plain, hs = write(root / "code.jsonl", PLAIN), write(root / "hs_tiny.jsonl", HELLASWAG)
+    probe = Probe()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WANDB_MODE", "disabled")
+        with_callbacks(mp, probe)
+        torch.manual_seed(0)  # the run seeds itself; this only shows nothing outside it matters
+        tasked = train_here(root / "tasked", cache, *COMMON, *TASKED, f"callbacks.tasks.names=[{plain},{hs}]")
+    plain_run = train_here(root / "plain", cache, *COMMON)
+    return {"root": root, "tasked": tasked, "plain": plain_run, "probe": probe, "files": (plain, hs)}
+
+
+def oracle_loglikelihood(model: torch.nn.Module, context: str, continuation: str) -> float:
+    """Σ log p(continuation bytes | context): plain log_softmax over the concatenated bytes, the
+    context's trailing spaces counted as the continuation's (lm-eval's split), the sequence cut to
+    its last block+1 bytes."""
+    ids = list((context + continuation).encode())
+    n_cont = len(ids) - len(context.rstrip(" ").encode())
+    ids = ids[-(BLOCK + 1) :]
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids[:-1]])).double(), dim=-1)[0]
+    return sum(float(logp[p - 1, ids[p]]) for p in range(len(ids) - n_cont, len(ids)))
+
+
+def oracle(model: torch.nn.Module, items: list[tuple[str, str, list[str], int]]) -> dict[str, float]:
+    """acc, acc_norm (per UTF-8 byte of the choice) and bpb of (context, delimiter, choices, label)."""
+    acc = acc_norm = 0
+    bits, n_bytes = 0.0, 0
+    for context, delimiter, choices, label in items:
+        lls = [oracle_loglikelihood(model, context, delimiter + c) for c in choices]
+        per_byte = [ll / len(c.encode()) for ll, c in zip(lls, choices, strict=True)]
+        acc += max(range(len(lls)), key=lls.__getitem__) == label
+        acc_norm += max(range(len(lls)), key=per_byte.__getitem__) == label
+        bits -= lls[label] / math.log(2)
+        n_bytes += len((context + delimiter + choices[label]).encode()) - len(context.rstrip(" ").encode())
+    n = len(items)
+    return {"acc": acc / n, "acc_norm": acc_norm / n, "bpb": bits / n_bytes}
+
+
+def expected(run_dir: Path) -> dict[str, dict[str, float]]:
+    """Both tasks scored by the oracle on the run's last checkpoint (the final validation's weights)."""
+    model = load_gpt(run_dir / "checkpoints" / "last.ckpt")
+    plain = [(r["context"], "", r["choices"], r["answer"]) for r in PLAIN]
+    # HellaSwag as lm-eval preprocesses it: ' [title]' -> '. ', a space before each ending
+    hs = [
+        ("The return value of len(", " ", ["x) is an int.", ". y", "z)"], 0),
+        ("x" * 40 + " for i in", " ", ["range(10):", "i:"], 0),
+    ]
+    return {"code": oracle(model, plain), "hs_tiny": oracle(model, hs)}
+
+
+def test_logged_numbers_equal_plain_torch_on_the_last_checkpoint(runs: dict[str, Any]) -> None:
+    run_dir = runs["root"] / "tasked"
+    want = expected(run_dir)
+    tasks = runs["tasked"]["tasks"]
+    on_disk = json.loads((run_dir / "metrics.json").read_text())["tasks"]
+    assert on_disk == tasks
+    assert sorted(tasks) == ["code", "hs_tiny"]
+    for name, w in want.items():
+        got = tasks[name]
+        assert (got["items"], got["step"]) == ({"code": 5, "hs_tiny": 2}[name], STEPS)
+        assert got["chance"] == pytest.approx(
+            {"code": (1 / 3 + 1 / 2 + 1 / 3 + 1 / 2 + 1 / 2) / 5, "hs_tiny": (1 / 3 + 1 / 2) / 2}[name]
+        )
+        for key in ("acc", "acc_norm", "bpb"):
+            assert got[key] == pytest.approx(w[key], rel=1e-5, abs=1e-9), (name, key)
+            logged = series(run_dir, f"task/{name}/{key}")
+            # the CSV holds float32: the final validation's row is step index STEPS - 1
+            assert logged[STEPS - 1] == pytest.approx(w[key], rel=1e-5, abs=1e-7), (name, key)
+    # the acc values are not all trivial: some right, some wrong
+    assert 0 < tasks["code"]["acc"] < 1 or 0 < tasks["code"]["acc_norm"] < 1
+
+
+def test_cadence_every_n_steps_and_the_final_validation_not_the_sanity_check(runs: dict[str, Any]) -> None:
+    run_dir = runs["root"] / "tasked"
+    val_steps = sorted(series(run_dir, "val/loss"))
+    assert val_steps == [2, 5, 6]  # validations after steps 3, 6, 7
+    for key in ("task/code/acc", "task/hs_tiny/bpb"):
+        assert sorted(series(run_dir, key)) == [5, 6], key  # after steps 6 (>= 5) and 7 (final)
+    assert runs["probe"].evaluations == [6, 7]  # the sanity check's validation scored nothing
+    # the two evaluations were of different weights (the first is not the one kept)
+    bpb = series(run_dir, "task/code/bpb")
+    assert bpb[5] != bpb[6]
+
+
+def test_the_evaluation_changes_nothing_in_training(runs: dict[str, Any]) -> None:
+    tasked, plain = runs["root"] / "tasked", runs["root"] / "plain"
+    assert runs["probe"].modes == [True] * STEPS  # every training step ran in train mode
+    assert series(tasked, "train/loss") == series(plain, "train/loss")  # bit for bit (CPU)
+    assert series(tasked, "val/loss") == series(plain, "val/loss")
+    assert runs["plain"]["tasks"] == {}  # no task configured: an empty `tasks`
+    assert not [k for r in csv_rows(plain) for k in r if k.startswith("task/")]
