@@ -12,11 +12,12 @@ import torch
 from gptlab.checkpoints import load_model
 from gptlab.training.tasks.formats import Item, read_task
 from gptlab.training.tasks.scoring import choice_loglikelihoods, summarize
+from gptlab.training.tasks.val_task import val_continuation
 
 # Named tasks built from our corpora: name -> builder(datamodule) -> items. A builder reads the
 # configured data's val split through a set-up TokenDataModule (the training run's, or evaluate.py's
-# for the checkpoint's data config). Filled by gptlab.training.tasks.val_task (issue 38, item 3).
-BUILTIN: dict[str, Callable[[Any], list[Item]]] = {}
+# for the checkpoint's data config).
+BUILTIN: dict[str, Callable[[Any], list[Item]]] = {"val_continuation": val_continuation}
 DEFAULT_BATCH = 16  # requests (context + one choice) per forward
 COLUMNS = ("task", "acc", "acc_norm", "items", "chance", "bpb", "cut")
 log = logging.getLogger("gptlab.evaluate")
