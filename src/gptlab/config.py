@@ -223,8 +223,10 @@ class TasksConfig:
     Names are checked against the built-in tasks and the files on disk when the run starts
     (gptlab.training.callbacks.tasks.check_names); here only their form."""
 
-    names: list[str] = field(default_factory=list)  # task files (.jsonl) or built-in task names
-    every_n_steps: int | None = None  # None: at every validation; the final validation always
+    names: list[str] = field(default_factory=lambda: ["val_continuation"])  # built-in names or .jsonl files
+    # at the first validation at or after each multiple (None: every one); the final validation always.
+    # 200: the default run (500 steps) scores at 200, 400 and 500, ~3% of its step time (performance.md)
+    every_n_steps: int | None = 200
     batch_size: int = 16  # requests (context + one choice) per forward
 
     def __post_init__(self) -> None:

@@ -44,10 +44,12 @@ COMMON = [f"trainer.max_steps={STEPS}", "trainer.val_check_interval=3", "model.d
 
 
 class Probe(L.Callback):
-    """Records the TaskEvaluation's evaluated steps and the model's mode at every training batch."""
+    """Records the TaskEvaluation's evaluated steps and skipped tasks, and the model's mode at every
+    training batch."""
 
     def __init__(self) -> None:
         self.evaluations: list[int] = []
+        self.skipped: dict[str, str] = {}
         self.modes: list[bool] = []
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, i: int) -> None:
@@ -56,6 +58,7 @@ class Probe(L.Callback):
     def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
         (tasks,) = [c for c in trainer.callbacks if type(c).__name__ == "TaskEvaluation"]
         self.evaluations = list(tasks.evaluations)
+        self.skipped = dict(tasks.skipped)
 
 
 def write(path: Path, rows: list[dict]) -> Path:
@@ -65,17 +68,19 @@ def write(path: Path, rows: list[dict]) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> dict[str, Any]:
-    """The tasked run (with its probe) and the same run without tasks."""
+    """The tasked run (with its probe) and the same run with the default tasks, which the tiny
+    corpus cannot give (val_continuation needs 2 val documents; the val split has 1): no task."""
     root = tmp_path_factory.mktemp("tasks_cb")
     plain, hs = write(root / "code.jsonl", PLAIN), write(root / "hs_tiny.jsonl", HELLASWAG)
-    probe = Probe()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WANDB_MODE", "disabled")
-        with_callbacks(mp, probe)
-        torch.manual_seed(0)  # the run seeds itself; this only shows nothing outside it matters
-        tasked = train_here(root / "tasked", cache, *COMMON, *TASKED, f"callbacks.tasks.names=[{plain},{hs}]")
-    plain_run = train_here(root / "plain", cache, *COMMON)
-    return {"root": root, "tasked": tasked, "plain": plain_run, "probe": probe, "files": (plain, hs)}
+    probes = {"tasked": Probe(), "plain": Probe()}
+    out = {}
+    for name, overrides in (("tasked", [*TASKED, f"callbacks.tasks.names=[{plain},{hs}]"]), ("plain", [])):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("WANDB_MODE", "disabled")
+            with_callbacks(mp, probes[name])
+            torch.manual_seed(len(name))  # the run seeds itself: nothing outside it matters
+            out[name] = train_here(root / name, cache, *COMMON, *overrides)
+    return {"root": root, **out, "probe": probes["tasked"], "plain_probe": probes["plain"]}
 
 
 def oracle_loglikelihood(model: torch.nn.Module, context: str, continuation: str) -> float:
@@ -156,5 +161,9 @@ def test_the_evaluation_changes_nothing_in_training(runs: dict[str, Any]) -> Non
     assert runs["probe"].modes == [True] * STEPS  # every training step ran in train mode
     assert series(tasked, "train/loss") == series(plain, "train/loss")  # bit for bit (CPU)
     assert series(tasked, "val/loss") == series(plain, "val/loss")
-    assert runs["plain"]["tasks"] == {}  # no task configured: an empty `tasks`
+    # the default task, skipped with its reason; nothing scored, an empty `tasks`
+    assert list(runs["plain_probe"].skipped) == ["val_continuation"]
+    assert "needs at least 2 val documents" in runs["plain_probe"].skipped["val_continuation"]
+    assert runs["plain_probe"].evaluations == []
+    assert runs["plain"]["tasks"] == {}
     assert not [k for r in csv_rows(plain) for k in r if k.startswith("task/")]

@@ -8,8 +8,11 @@ row of `val/loss`). It runs at the first validation at or after each multiple of
 metrics.json's `tasks` holds each task's last evaluation (RunSummary reads `summary_fields`).
 
 Items are read once per run: task files when the callback is built (a bad file stops the run before
-training), built-in tasks at `setup`, from the run's own set-up datamodule. Under DDP each rank
-scores a contiguous share of the items and the per-item log-likelihoods are gathered
+training), built-in tasks at `setup`, from the run's own set-up datamodule. A built-in task the data
+cannot give (val_continuation needs 2 val documents of 80 tokens: a tiny test corpus has one) is
+skipped with a warning, so the default config still trains on any corpus; a task file never is.
+
+Under DDP each rank scores a contiguous share of the items and the per-item log-likelihoods are gathered
 (all_gather_object), so every rank summarizes all items in their order: one process's result, up to
 the float rounding of different batch compositions. Under FSDP2 every rank runs the same number of
 forwards (the sharded blocks all-gather their parameters in each): a rank with fewer batches runs
@@ -106,6 +109,7 @@ class TaskEvaluation(L.Callback):
         self.items: dict[str, list[Item]] = {
             display_name(n): load_task(n) for n in self.names if n not in BUILTIN
         }
+        self.skipped: dict[str, str] = {}  # built-in tasks this run's data cannot give: name -> why
         self.results: dict[str, dict[str, Any]] = {}  # name -> the last evaluation's metrics
         self.evaluations: list[int] = []  # the steps evaluated in this process (tests, cadence)
         self._warned: set[str] = set()  # tasks whose cut contexts were reported
@@ -114,8 +118,18 @@ class TaskEvaluation(L.Callback):
     def setup(self, trainer: L.Trainer, pl_module: Any, stage: str) -> None:
         """Built-in tasks from the run's datamodule (Lightning set it up just before this hook)."""
         for name in self.names:
-            if display_name(name) not in self.items:
+            if display_name(name) in self.items or name in self.skipped:
+                continue
+            try:
                 self.items[display_name(name)] = load_task(name, trainer.datamodule)
+            except ValueError as err:  # a built-in task this data cannot give (a small val split)
+                self.skipped[name] = str(err)
+                if trainer.global_rank == 0:
+                    log.warning("task %s is skipped in this run: %s", name, err)
+        # the configured order (files were read first)
+        self.items = {
+            display_name(n): self.items[display_name(n)] for n in self.names if n not in self.skipped
+        }
 
     def state_dict(self) -> dict[str, Any]:
         return {"last_step": self.last_step}
