@@ -47,7 +47,8 @@ def common(cache: Path) -> list[str]:
         # stopped at step 4 and resumed to 10 follows the same schedule as the straight one
         "optim.warmup_steps=20",
         "seed=7",
-        f"callbacks.tasks.names=[{TASKS}]",  # scored at every validation (every_n_steps=null)
+        f"callbacks.tasks.names=[{TASKS}]",
+        "callbacks.tasks.every_n_steps=null",  # at every validation
         f"callbacks.tasks.batch_size={TASK_BATCH}",
     ]
 

@@ -72,15 +72,21 @@ def runs(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> dict[str, Any
     corpus cannot give (val_continuation needs 2 val documents; the val split has 1): no task."""
     root = tmp_path_factory.mktemp("tasks_cb")
     plain, hs = write(root / "code.jsonl", PLAIN), write(root / "hs_tiny.jsonl", HELLASWAG)
-    probes = {"tasked": Probe(), "plain": Probe()}
+    probes = {"tasked": Probe(), "plain": Probe(), "every": Probe()}
+    every = [f"callbacks.tasks.names=[{hs}]", "callbacks.tasks.every_n_steps=null"]
+    configs = {
+        "tasked": [*COMMON, *TASKED, f"callbacks.tasks.names=[{plain},{hs}]"],
+        "plain": COMMON,
+        "every": ["trainer.max_steps=3", "trainer.val_check_interval=1", *every],  # a validation a step
+    }
     out = {}
-    for name, overrides in (("tasked", [*TASKED, f"callbacks.tasks.names=[{plain},{hs}]"]), ("plain", [])):
+    for name, overrides in configs.items():
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("WANDB_MODE", "disabled")
             with_callbacks(mp, probes[name])
             torch.manual_seed(len(name))  # the run seeds itself: nothing outside it matters
-            out[name] = train_here(root / name, cache, *COMMON, *overrides)
-    return {"root": root, **out, "probe": probes["tasked"], "plain_probe": probes["plain"]}
+            out[name] = train_here(root / name, cache, *overrides)
+    return {"root": root, **out, "probe": probes["tasked"], "probes": probes}
 
 
 def oracle_loglikelihood(model: torch.nn.Module, context: str, continuation: str) -> float:
@@ -151,6 +157,9 @@ def test_cadence_every_n_steps_and_the_final_validation_not_the_sanity_check(run
     for key in ("task/code/acc", "task/hs_tiny/bpb"):
         assert sorted(series(run_dir, key)) == [5, 6], key  # after steps 6 (>= 5) and 7 (final)
     assert runs["probe"].evaluations == [6, 7]  # the sanity check's validation scored nothing
+    # every_n_steps=null: every validation, and still not the sanity check (at step 0)
+    assert runs["probes"]["every"].evaluations == [1, 2, 3]
+    assert sorted(series(runs["root"] / "every", "task/hs_tiny/acc")) == [0, 1, 2]
     # the two evaluations were of different weights (the first is not the one kept)
     bpb = series(run_dir, "task/code/bpb")
     assert bpb[5] != bpb[6]
@@ -162,8 +171,8 @@ def test_the_evaluation_changes_nothing_in_training(runs: dict[str, Any]) -> Non
     assert series(tasked, "train/loss") == series(plain, "train/loss")  # bit for bit (CPU)
     assert series(tasked, "val/loss") == series(plain, "val/loss")
     # the default task, skipped with its reason; nothing scored, an empty `tasks`
-    assert list(runs["plain_probe"].skipped) == ["val_continuation"]
-    assert "needs at least 2 val documents" in runs["plain_probe"].skipped["val_continuation"]
-    assert runs["plain_probe"].evaluations == []
+    assert list(runs["probes"]["plain"].skipped) == ["val_continuation"]
+    assert "needs at least 2 val documents" in runs["probes"]["plain"].skipped["val_continuation"]
+    assert runs["probes"]["plain"].evaluations == []
     assert runs["plain"]["tasks"] == {}
     assert not [k for r in csv_rows(plain) for k in r if k.startswith("task/")]
