@@ -6,9 +6,11 @@ Each round trains `python train.py` (its defaults plus --set) twice, in alternat
 machine's load drifts): with `callbacks.tasks.names=[<task>]` at the configured cadence and with no
 task. A run's training time is its steps times the median `throughput/step_time` of the run without
 tasks (validation excluded, as the throughput callback measures it); the cost is the wall-time
-difference of the two runs over that training time, per round, and the figure is the median. The
-tasks run must have scored its task, and both runs must end at the same val loss (the evaluation
-changes nothing in training), or the figure means nothing. See docs/performance.md, "Tasks in the loop".
+difference of the two runs over that training time, per round, and the figure is the median; beside
+it, the evaluations' own seconds (train.log's "tasks scored at step N in X s") over the tasks run's
+training time, which the load's drift between the two runs does not reach. The tasks run must have
+scored its task, and both runs must end at the same val loss (the evaluation changes nothing in
+training), or the figure means nothing. See docs/performance.md, "Tasks in the loop".
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -49,7 +52,9 @@ def train(work: Path, name: str, tasks: str, threads: int, extra: list[str]) -> 
         raise SystemExit(
             f"error: {name} logged no throughput/step_time; give more steps (--set trainer.max_steps=...)"
         )
-    return {"wall_s": wall, "metrics": metrics, "step_time_s": statistics.median(steps)}
+    log = (out / "train.log").read_text()
+    evals = [float(x) for x in re.findall(r"tasks scored at step \d+ in ([0-9.]+) s", log)]
+    return {"wall_s": wall, "metrics": metrics, "step_time_s": statistics.median(steps), "evals_s": evals}
 
 
 def round_figures(with_tasks: dict[str, Any], without: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +68,10 @@ def round_figures(with_tasks: dict[str, Any], without: dict[str, Any]) -> dict[s
     steps = int(without["metrics"]["steps"])
     train_s = steps * without["step_time_s"]
     extra = with_tasks["wall_s"] - without["wall_s"]
+    own_train_s = steps * with_tasks["step_time_s"]
     return {
+        "evals_s": with_tasks["evals_s"],
+        "own_share": sum(with_tasks["evals_s"]) / own_train_s,  # within the tasks run: no drift
         "wall_with_s": with_tasks["wall_s"],
         "wall_without_s": without["wall_s"],
         "step_time_s": without["step_time_s"],
@@ -95,14 +103,22 @@ def main(argv: list[str]) -> int:
         print(
             f"round {r + 1}: {row['wall_with_s']:.1f} s with tasks, {row['wall_without_s']:.1f} s "
             f"without; {row['steps']} steps of {row['step_time_s']:.3f} s; cost "
-            f"{100 * row['cost_share']:.1f}% of step time",
+            f"{100 * row['cost_share']:.1f}% of step time; within the tasks run: "
+            f"{len(row['evals_s'])} evaluations of {', '.join(f'{x:.1f}' for x in row['evals_s'])} s = "
+            f"{100 * row['own_share']:.1f}% of its steps' time",
             flush=True,
         )
     share = statistics.median(r["cost_share"] for r in rows)
+    own = statistics.median(r["own_share"] for r in rows)
+    print(
+        f"median cost within the tasks run (its evaluations' own seconds): {100 * own:.1f}% "
+        "of its steps' time"
+    )
     print(
         f"median cost of the task evaluation: {100 * share:.1f}% of the training steps' time "
         f"({args.rounds} rounds, {args.threads} thread(s); load average {os.getloadavg()[0]:.1f})"
     )
     if args.json:
-        args.json.write_text(json.dumps({"rounds": rows, "median_cost_share": share}, indent=2) + "\n")
+        record = {"rounds": rows, "median_cost_share": share, "median_own_share": own}
+        args.json.write_text(json.dumps(record, indent=2) + "\n")
     return 0

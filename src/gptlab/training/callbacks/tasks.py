@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,7 @@ class TaskEvaluation(L.Callback):
         if trainer.sanity_checking or not self.items or not self.due(trainer):
             return
         step = trainer.global_step
+        start = time.perf_counter()
         model = pl_module.model
         was_training = model.training
         model.eval()
@@ -176,6 +178,9 @@ class TaskEvaluation(L.Callback):
             model.train(was_training)
         self.last_step = step
         self.evaluations.append(step)
+        if trainer.global_rank == 0:  # dev/bench_tasks.py reads these seconds from train.log
+            scored = ", ".join(f"{n} acc {r['acc']:.4f} bpb {r['bpb']:.4f}" for n, r in self.results.items())
+            log.info("tasks scored at step %d in %.2f s: %s", step, time.perf_counter() - start, scored)
 
     def _score(
         self, trainer: L.Trainer, model: Any, device: torch.device, items: list[Item]
