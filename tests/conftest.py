@@ -28,6 +28,7 @@ TINY = [
     "trainer.enable_progress_bar=false",
     "sample.max_new_tokens=8",
     "logger=csv",
+    "callbacks.tasks.names=[]",  # no task in the many tiny runs; tests that want one name it after TINY
 ]
 
 

@@ -625,6 +625,19 @@ MUTANTS: list[Mutant] = [
     Mutant("tasks_val_cache_key_without_split", "training/tasks/task_cache.py",
            '"val_sha256": tokens_sha256(tokens),', '"val_sha256": "",',
            "val_continuation's cached items are found again for another val split"),
+    Mutant("tasks_ddp_share_off_by_one", "training/callbacks/tasks.py",
+           "return range(rank * n_items // world_size, ",
+           "return range(rank * n_items // world_size + rank, ",
+           "under DDP rank r's share starts r items late: the items between the shares are dropped"),
+    Mutant("tasks_first_evaluation_kept", "training/callbacks/tasks.py", "self.results[name] = {",
+           "self.results[name] = self.results.get(name) or {",
+           "metrics.json's tasks holds each task's first evaluation, not the last (the run's end)"),
+    Mutant("tasks_sanity_check_scored", "training/callbacks/tasks.py",
+           "if trainer.sanity_checking or not self.items", "if not self.items",
+           "the tasks are scored in Lightning's sanity check too (its numbers never reach a logger)"),
+    Mutant("tasks_every_validation", "training/callbacks/tasks.py",
+           "return step // self.every > self.last_step // self.every", "return True",
+           "callbacks.tasks.every_n_steps ignored: the tasks are scored at every validation"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

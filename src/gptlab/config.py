@@ -217,11 +217,42 @@ class SpikesConfig:
 
 
 @dataclass
+class TasksConfig:
+    """Downstream tasks scored at validations (training/callbacks/tasks.py, docs/evaluation.md).
+
+    Names are checked against the built-in tasks and the files on disk when the run starts
+    (gptlab.training.callbacks.tasks.check_names); here only their form."""
+
+    names: list[str] = field(default_factory=lambda: ["val_continuation"])  # built-in names or .jsonl files
+    # at the first validation at or after each multiple (None: every one); the final validation always.
+    # 200: the default run (500 steps) scores at 200, 400 and 500, ~3% of its step time (performance.md)
+    every_n_steps: int | None = 200
+    batch_size: int = 16  # requests (context + one choice) per forward
+
+    def __post_init__(self) -> None:
+        if not all(isinstance(n, str) and n.strip() for n in self.names):
+            raise ValueError(
+                f"callbacks.tasks.names={list(self.names)!r} is not accepted; give a list of task names "
+                "(built-in names or .jsonl file paths), e.g. [val_continuation]"
+            )
+        value = self.every_n_steps
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(
+                f"callbacks.tasks.every_n_steps={value!r} is not accepted; give an integer >= 1, or null "
+                "(at every validation)"
+            )
+        value = self.batch_size
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"callbacks.tasks.batch_size={value!r} is not accepted; give an integer >= 1")
+
+
+@dataclass
 class CallbacksConfig:
     """Callbacks the run wires in."""
 
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     spikes: SpikesConfig = field(default_factory=SpikesConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
     checkpoint_every_n_steps: int | None = None  # None: every validation
     progress_refresh_rate: int = 10  # fewer refreshes = fewer host syncs
     on_nonfinite: str = "stop"  # stop | skip

@@ -20,6 +20,10 @@ GLOBAL_BATCH = 4
 BLOCK = 64
 GRAD_CLIP = 2.2  # between the smallest and largest total grad norm of these runs: some steps clip
 TIMEOUT = 900
+# callbacks.tasks in every run: 7 items, 2 choices each in rank 0's share (items 0-2: 3 batches of 2
+# requests), 4 each in rank 1's (items 3-6: 8 batches): FSDP2 ranks must still run equal forwards
+TASKS = REPO / "tests" / "distributed" / "tasks_tiny.jsonl"
+TASK_BATCH = 2
 
 
 def common(cache: Path) -> list[str]:
@@ -43,6 +47,9 @@ def common(cache: Path) -> list[str]:
         # stopped at step 4 and resumed to 10 follows the same schedule as the straight one
         "optim.warmup_steps=20",
         "seed=7",
+        f"callbacks.tasks.names=[{TASKS}]",
+        "callbacks.tasks.every_n_steps=null",  # at every validation
+        f"callbacks.tasks.batch_size={TASK_BATCH}",
     ]
 
 

@@ -14,10 +14,16 @@ Validation scores data.val_windows=5 windows spread over the val split: 3 + 2 on
 second padded with a weight-0 window, each rank running the same batches. Every run's val/loss is
 the token mean over those 5 windows; evaluate.py on a run's checkpoint must give that run's final
 val/loss to 1e-6 (one process, the same windows, the same sum / count).
+
+Every run scores a 7-item task at each validation (callbacks.tasks, helpers.TASKS): under DDP and
+FSDP2 each rank scores its share and the log-likelihoods are gathered; the final numbers must equal
+evaluate.py's task scoring of the run's last checkpoint in one process, and plain torch on it.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +31,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from gptlab.checkpoints import load_gpt
+from gptlab.training.tasks.run import evaluate_tasks
 from tests.interop.helpers import load_cli
 
 from .helpers import (
@@ -33,6 +41,8 @@ from .helpers import (
     GRAD_CLIP,
     REPO,
     STEPS,
+    TASK_BATCH,
+    TASKS,
     Run,
     env,
     read_metrics,
@@ -143,19 +153,76 @@ def _ckpt_step(ckpt: Path) -> int:
     return int(state["global_step"])
 
 
+@pytest.fixture(scope="module")
+def final_ckpts(
+    single_run: Path, sweep_run: Run, torchrun_run: Run, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[Path, Path]]:
+    """label -> (run dir, its last checkpoint as evaluate.py reads it), FSDP's consolidated once."""
+    out = tmp_path_factory.mktemp("evaluable")
+    return {
+        label: (run_dir, _evaluable(label, run_dir / "checkpoints" / "last.ckpt", out))
+        for label, run_dir in _layouts(single_run, sweep_run, torchrun_run).items()
+    }
+
+
 def test_evaluate_py_gives_each_runs_final_val_loss(
-    single_run: Path, sweep_run: Run, torchrun_run: Run, cache: Path, tmp_path: Path
+    final_ckpts: dict[str, tuple[Path, Path]], cache: Path
 ) -> None:
     evaluate = load_cli("evaluate.py")
     data = [f"data.cache_dir={cache}", "data.max_bytes=200000", "data.val_windows=5"]
-    for label, run_dir in _layouts(single_run, sweep_run, torchrun_run).items():
+    for label, (run_dir, evaluable) in final_ckpts.items():
         ckpt = run_dir / "checkpoints" / "last.ckpt"
         assert _ckpt_step(ckpt) == STEPS, label
         val = series(read_metrics(run_dir), "val/loss")
         final_step = max(val)
         assert final_step == STEPS - 1, (label, val)  # the final validation, on last.ckpt's weights
-        args = evaluate.parse_args([f"ckpt_path={_evaluable(label, ckpt, tmp_path)}"])
+        args = evaluate.parse_args([f"ckpt_path={evaluable}"])
         got = evaluate.evaluate(args, data)
         assert got["tokens"] == 5 * BLOCK, label
         want = val[final_step]
         assert got["loss"] == pytest.approx(want, abs=VAL_ABS), (label, got["loss"] - want)
+
+
+def _task_oracle(model: torch.nn.Module, rows: list[dict]) -> dict[str, float]:
+    """acc, acc_norm (per UTF-8 byte) and bpb of plain {context, choices, answer} rows: log_softmax
+    over each context + choice's bytes, the sequence cut to its last BLOCK + 1 bytes."""
+    acc = acc_norm = 0
+    bits, n_bytes = 0.0, 0
+    for row in rows:
+        context, choices, label = row["context"], row["choices"], row["answer"]
+        assert context == context.rstrip()  # no trailing whitespace to move to the continuation
+        lls = []
+        for choice in choices:
+            ids = list((context + choice).encode())[-(BLOCK + 1) :]
+            n = len(choice.encode())
+            with torch.no_grad():
+                logp = torch.log_softmax(model(torch.tensor([ids[:-1]])).double(), dim=-1)[0]
+            lls.append(sum(float(logp[p - 1, ids[p]]) for p in range(len(ids) - n, len(ids))))
+        per_byte = [ll / len(c.encode()) for ll, c in zip(lls, choices, strict=True)]
+        acc += max(range(len(lls)), key=lls.__getitem__) == label
+        acc_norm += max(range(len(lls)), key=per_byte.__getitem__) == label
+        bits -= lls[label] / math.log(2)
+        n_bytes += len(choices[label].encode())
+    return {"acc": acc / len(rows), "acc_norm": acc_norm / len(rows), "bpb": bits / n_bytes}
+
+
+def test_tasks_scored_over_ranks_equal_one_process_and_plain_torch(
+    final_ckpts: dict[str, tuple[Path, Path]],
+) -> None:
+    """callbacks.tasks under DDP and FSDP2 (each rank scores its share of the 7 items, the
+    log-likelihoods gathered) equals evaluate.py's task scoring of the run's last checkpoint in one
+    process, and plain torch on that checkpoint; scored at every validation (every_n_steps=null)."""
+    rows = [json.loads(line) for line in TASKS.read_text().splitlines()]
+    name = TASKS.stem
+    for label, (run_dir, ckpt) in final_ckpts.items():
+        metrics = read_metrics(run_dir)
+        assert list(series(metrics, f"task/{name}/acc")) == list(series(metrics, "val/loss")), label
+        (one,) = evaluate_tasks(str(ckpt), str(TASKS), TASK_BATCH, torch.device("cpu"))["tasks"]
+        want = _task_oracle(load_gpt(ckpt), rows)
+        final = json.loads((run_dir / "metrics.json").read_text())["tasks"][name]
+        assert (final["items"], final["step"]) == (len(rows), STEPS), label
+        for key in ("acc", "acc_norm", "bpb"):
+            logged = series(metrics, f"task/{name}/{key}")[STEPS - 1]  # float32 in the CSV
+            assert final[key] == pytest.approx(one[1][key], rel=1e-6, abs=1e-9), (label, key)
+            assert final[key] == pytest.approx(want[key], rel=1e-5, abs=1e-9), (label, key)
+            assert logged == pytest.approx(final[key], rel=1e-6, abs=1e-7), (label, key)

@@ -185,6 +185,13 @@ COMMANDS: dict[str, str] = {
     "python evaluate.py ckpt_path=outputs/demo/checkpoints/last.ckpt task=val_continuation,hellaswag_val.jsonl data=text data.path='corpus/*.txt'": (
         "tests/tasks/test_val_task.py::test_evaluate_py_scores_the_task_as_its_items_in_a_file"
     ),
+    # docs/evaluation.md, "In the training loop" (issue 38, item 4): the same options on tiny runs, the
+    # cadence and the numbers checked (in-process app.train); train.py itself runs them in the bench test
+    "python train.py callbacks.tasks.names=[val_continuation,hellaswag_val.jsonl] callbacks.tasks.every_n_steps=100": (
+        "tests/training/test_tasks_callback.py::test_cadence_every_n_steps_and_the_final_validation_not_the_sanity_check"
+    ),
+    # docs/performance.md, "Tasks in the loop" (issue 38, item 7): the same script at 1 round, a tiny run
+    "OMP_NUM_THREADS=1 python dev/bench_task_cost.py --rounds 2 --threads 1": "tests/bench/test_bench_task_cost.py::test_bench_task_cost_times_both_runs",
     # README, "Ablations, telemetry, reports"
     "python train.py -m experiment=ablate_placement": "test_ablate_placement_cells_and_report_baseline",
     "python train.py -m experiment=ablate_ffn": "test_ablate_ffn_through_make_sweep_and_report",

@@ -34,6 +34,7 @@ TINY = [
     "callbacks.telemetry.figures=false",
     "sample.max_new_tokens=0",
     "logger=csv",
+    "callbacks.tasks.names=[]",  # no task in the many tiny runs; tests that want one name it after TINY
 ]
 
 

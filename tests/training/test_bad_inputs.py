@@ -31,6 +31,7 @@ def bad(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "latin1.txt").write_bytes(("Grüße aus Köln, ça va? " * 200).encode("latin-1"))
     (d / "short.txt").write_text("tiny corpus\n")
     (d / "notackpt.ckpt").write_text("this is not a checkpoint\n")
+    (d / "range.jsonl").write_text('{"context": "1 +", "choices": [" 1", " 2"], "answer": 2}\n')
     import argparse
 
     import torch
@@ -214,6 +215,30 @@ ROWS = [
         "ckpt_missing",
         ["ckpt_path={bad}/missing.ckpt"],
         r"error: ckpt_path='{bad}/missing\.ckpt' does not exist",
+    ),
+    (
+        "tasks_unknown",
+        ["callbacks.tasks.names=[hellaswag]"],
+        r"error: callbacks\.tasks\.names: 'hellaswag' is neither a task file nor a built-in task; accepted: "
+        r"a \.jsonl file path \(HellaSwag or \{context, choices, answer\}\) or an lm-eval \.yaml "
+        r"\(docs/evaluation\.md\); built-in: val_continuation",
+    ),
+    (
+        "tasks_duplicate",
+        ["callbacks.tasks.names=[val_continuation,val_continuation]"],
+        r"error: callbacks\.tasks\.names: 'val_continuation' and 'val_continuation' both log as "
+        r"task/val_continuation/\*; accepted: tasks with different names \(a file's name without \.jsonl\)",
+    ),
+    (
+        "tasks_every_zero",
+        ["callbacks.tasks.every_n_steps=0"],
+        r"error: callbacks\.tasks\.every_n_steps=0 is not accepted; give an integer >= 1, or null "
+        r"\(at every validation\)",
+    ),
+    (
+        "tasks_bad_file",
+        ["callbacks.tasks.names=[{bad}/range.jsonl]"],
+        r"error: task='{bad}/range\.jsonl' line 1: answer=2 is out of range; accepted: 0\.\.1",
     ),
     (
         "devices_too_many",

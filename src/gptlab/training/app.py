@@ -29,11 +29,12 @@ from gptlab.model import GPTConfig
 from gptlab.training.callbacks.nonfinite import EXIT_NONFINITE, NonFiniteError
 from gptlab.training.callbacks.preemption import EXIT_PREEMPTED
 from gptlab.training.callbacks.summary import RunSummary, write_json_atomic
+from gptlab.training.callbacks.tasks import task_lines
 from gptlab.training.job_identity import job_overrides, job_tags, run_name, sweep_arm_key
 from gptlab.training.launch import LocalWorkers, externally_launched
 from gptlab.training.loggers import ablation_fields, build_loggers, finish_wandb
 from gptlab.training.module import GPTLightningModule
-from gptlab.training.trainer import build_callbacks, build_trainer, resolve_devices
+from gptlab.training.trainer import build_callbacks, build_trainer, resolve_devices, task_callbacks
 
 log = logging.getLogger("gptlab")
 
@@ -78,6 +79,7 @@ def model_config(cfg: TrainConfig, vocab_size: int, tokenizer: Any = None) -> GP
 def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
     """One training job in this process (and, for several local devices, its worker processes)."""
     accelerator, devices = resolve_devices(cfg)
+    tasks = task_callbacks(cfg)  # names checked, task files read: a bad one fails before the data is prepared
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = TokenDataModule(cfg.data, block_size=cfg.model.block_size, seed=cfg.seed)
     datamodule.prepare()  # before starting ranks: they find the token file cached
@@ -123,7 +125,7 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
             },
         )
         trainer = build_trainer(
-            cfg, accelerator, devices, run_dir, loggers, build_callbacks(cfg, run_dir, summary)
+            cfg, accelerator, devices, run_dir, loggers, build_callbacks(cfg, run_dir, summary, tasks)
         )
         try:
             # weights_only=True for every strategy's loader (FSDP's sharded one too), not torch's default
@@ -146,6 +148,8 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
                 result["best_val_loss"],
                 run_dir,
             )
+            for line in task_lines(result.get("tasks") or {}):
+                log.info("%s", line)
         finish_wandb(loggers)
         if workers is not None:
             workers.join()

@@ -65,8 +65,21 @@ def resolve_precision(cfg: TrainConfig, accelerator: str) -> str:
     return "32-true"
 
 
-def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> list[L.Callback]:
-    """The run's callbacks, in the order their hooks must run (each placement says why)."""
+def task_callbacks(cfg: TrainConfig) -> list[L.Callback]:
+    """The downstream-task evaluation when callbacks.tasks.names is not empty (reads task files now)."""
+    if not cfg.callbacks.tasks.names:
+        return []
+    from gptlab.training.callbacks.tasks import TaskEvaluation
+
+    return [TaskEvaluation(cfg.callbacks.tasks)]
+
+
+def build_callbacks(
+    cfg: TrainConfig, run_dir: Path, summary: RunSummary, tasks: list[L.Callback] | None = None
+) -> list[L.Callback]:
+    """The run's callbacks, in the order their hooks must run (each placement says why); `tasks`:
+    task_callbacks(cfg) made earlier (the app makes it first, so a bad task file costs no data
+    preparation), else made here."""
     every = cfg.callbacks.telemetry.every_n_steps or cfg.trainer.log_every_n_steps
     callbacks: list[L.Callback] = [
         LogStepIsOptimizerStep(),  # first: a resumed run logs each step at its own index
@@ -75,6 +88,8 @@ def build_callbacks(cfg: TrainConfig, run_dir: Path, summary: RunSummary) -> lis
         NonFiniteMonitor(cfg.callbacks.on_nonfinite, every=cfg.trainer.log_every_n_steps),
         LogStepThroughput(every=cfg.trainer.log_every_n_steps),
         FinalValidation(),  # before ModelCheckpoint's own hooks run on that validation
+        # scores at validations; RunSummary reads its last results at the end
+        *(task_callbacks(cfg) if tasks is None else tasks),
         ModelCheckpoint(
             dirpath=run_dir / "checkpoints",
             filename="best",

@@ -77,8 +77,9 @@ class RunSummary(L.Callback):
             "wall_time_s": round(time.time() - self._start, 2),
             "train_curve": self.train_losses,
             "val_curve": self.val_losses,
+            "tasks": {},  # callbacks/tasks.py fills it: each task's last evaluation
         }
-        for c in trainer.callbacks:  # e.g. the spike watch's n_spikes, first_spike_step
+        for c in trainer.callbacks:  # e.g. the spike watch's n_spikes, first_spike_step; `tasks`
             if c is not self and hasattr(c, "summary_fields"):
                 result.update(c.summary_fields())
         result.update(self.extra)
