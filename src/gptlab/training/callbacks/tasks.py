@@ -9,7 +9,7 @@ metrics.json's `tasks` holds each task's last evaluation (RunSummary reads `summ
 
 Items are read once per run: task files when the callback is built (a bad file stops the run before
 training), built-in tasks at `setup`, from the run's own set-up datamodule. A built-in task the data
-cannot give (val_continuation needs 2 val documents of 80 tokens: a tiny test corpus has one) is
+cannot give (val_continuation needs a val document of 80 tokens and an end-of-text id) is
 skipped with a warning, so the default config still trains on any corpus; a task file never is.
 
 Under DDP each rank scores a contiguous share of the items and the per-item log-likelihoods are gathered
