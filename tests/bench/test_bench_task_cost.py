@@ -34,7 +34,8 @@ def test_bench_task_cost_times_both_runs(tmp_path: Path) -> None:
     (row,) = json.loads(out.read_text())["rounds"]
     assert row["tasks"]["tiny_task"]["items"] == 1 and row["steps"] == 4
     assert row["tasks"]["tiny_task"]["step"] == 4  # the last evaluation (after steps 2 and 4)
-    assert len(row["evals_s"]) == 2 and all(x > 0 for x in row["evals_s"])  # train.log's two lines
+    # train.log's two lines (milliseconds on a one-item task: >= 0, not > 0)
+    assert len(row["evals_s"]) == 2 and all(x >= 0 for x in row["evals_s"])
     assert row["cost_share"] == pytest.approx(
         (row["wall_with_s"] - row["wall_without_s"]) / (row["steps"] * row["step_time_s"])
     )

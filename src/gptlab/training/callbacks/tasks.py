@@ -180,7 +180,7 @@ class TaskEvaluation(L.Callback):
         self.evaluations.append(step)
         if trainer.global_rank == 0:  # dev/bench_task_cost.py reads these seconds from train.log
             scored = ", ".join(f"{n} acc {r['acc']:.4f} bpb {r['bpb']:.4f}" for n, r in self.results.items())
-            log.info("tasks scored at step %d in %.2f s: %s", step, time.perf_counter() - start, scored)
+            log.info("tasks scored at step %d in %.3f s: %s", step, time.perf_counter() - start, scored)
 
     def _score(
         self, trainer: L.Trainer, model: Any, device: torch.device, items: list[Item]
