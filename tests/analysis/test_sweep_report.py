@@ -268,3 +268,32 @@ def test_report_baseline_option_compares_with_another_arm(tmp_path: Path) -> Non
     assert bad.returncode == 2 and len(lines) == 1 and "baseline='per_layer' is not an arm" in lines[0]
     assert "none, global" in lines[0]
     assert not elsewhere.exists()  # refused before anything is written
+
+
+@pytest.mark.slow
+def test_the_quick_sweep_reports_the_default_task(sweep: Path) -> None:
+    """Issue 38's 'a quick sweep reports a task': every job of the real quick grid scored the default
+    task (val_continuation, 300 items of 4 choices: its one val document gives passages apart), and
+    each row of the report's task table is the seed mean of that arm's jobs at the row's LR, read here
+    from the jobs' metrics.json, with the LR the best of that arm's seed means by the row's metric."""
+    jobs = _jobs(sweep)
+    for _, m, _ in jobs:
+        task = m["tasks"]["val_continuation"]
+        assert (task["items"], task["chance"], task["step"]) == (300, 0.25, m["steps"])
+    text = (sweep / "report.md").read_text()
+    rows = parse_table(text, "### Task `val_continuation`")
+    assert {(r["metric"], r["arm"].strip("`")) for r in rows} == {
+        (metric, arm) for metric in ("acc_norm", "acc", "bpb") for arm in ("untied", "tied")
+    }
+    for r in rows:
+        metric, arm = r["metric"], r["arm"].strip("`")
+        by_lr: dict[str, list[float]] = {}
+        for _, m, v in jobs:
+            if v["model/tying"] == arm:
+                by_lr.setdefault(v["optim.lr"], []).append(m["tasks"]["val_continuation"][metric])
+        means = {lr: statistics.mean(xs) for lr, xs in by_lr.items()}
+        best = min(means.values()) if metric == "bpb" else max(means.values())
+        lr = r["best LR (by this metric)"].split()[0]
+        chosen = next(k for k in means if float(k) == pytest.approx(float(lr)))
+        assert means[chosen] == best  # the row's LR has the arm's best seed mean (ties: either LR)
+        assert r["mean [95% CI] at best LR"].startswith(f"{best:.4f} [")
