@@ -129,8 +129,8 @@ def test_panels_follow_the_config_not_a_fixed_list(sweeps: dict[str, Path]) -> N
     per_block = [p for p in depth.panels if [m.name for m in p.y][:1] == ["grad_norm/block_00"]]
     assert [m.name for m in per_block[0].y] == [f"grad_norm/block_{i:02d}" for i in range(12)]
     assert [s.name for s in big_view.sections] == [
-        "The question", "Loss", "Gradients by depth", "Attention and logits", "Updates and activations",
-        "Stability and speed",
+        "The question", "Loss", "Downstream tasks", "Gradients by depth", "Attention and logits",
+        "Updates and activations", "Stability and speed",
     ]  # fmt: skip
 
 
@@ -283,6 +283,8 @@ def test_a_single_run_shorter_than_the_telemetry_cadence(tmp_path: Path) -> None
     view = view_of(run)
     assert not {k for k in history if k.startswith("grad_norm/")}  # the premise: no telemetry step
     assert panel_keys(view) <= history, sorted(panel_keys(view) - history)
-    assert [s.name for s in view.sections] == ["Loss", "Stability and speed"]
+    # the default task is scored at the run's final validation, so its section is there too
+    assert [s.name for s in view.sections] == ["Loss", "Downstream tasks", "Stability and speed"]
+    assert {f"task/val_continuation/{m}" for m in ("acc", "acc_norm", "bpb")} <= panel_keys(view)
     # the same view as scripts/dashboard.py builds, but for the random ids wandb-workspaces gives panels
     assert without_ids(written_by_the_run) == without_ids((run / VIEW_FILE).read_text())
