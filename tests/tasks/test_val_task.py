@@ -25,10 +25,10 @@ from gptlab.data.tokenizers import BYTE_EOS, ByteTokenizer
 from gptlab.training.tasks.run import load_task
 from gptlab.training.tasks.val_task import DEFAULT, ValContinuation, build_items
 from tests.interop.helpers import load_cli
+from tests.tasks.test_evaluate_tasks import printed  # evaluate.py's table, read in-process
 
 EVALUATE = load_cli("evaluate.py")
 N_FILES = 24  # every 4th is val: 6 val documents of ~1,700 bytes
-COLUMNS = ["task", "acc", "acc_norm", "items", "chance", "bpb", "cut"]
 
 
 def write_corpus(directory: Path, seed: int, n_files: int = N_FILES) -> dict[str, str]:
@@ -200,15 +200,6 @@ def test_a_split_too_small_is_one_line(docs: list[str], want: str) -> None:
         "task=val_continuation needs a val document of 80 tokens or more with a word boundary; "
         f"{want}; accepted: a larger val split (data.max_bytes, data.val_fraction)"
     )
-
-
-def printed(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, dict[str, str]]:
-    capsys.readouterr()
-    assert EVALUATE.main(list(args)) == 0
-    lines = capsys.readouterr().out.splitlines()
-    header = next(k for k, line in enumerate(lines) if line.split() == COLUMNS)
-    rows = [line.split() for line in lines[header + 1 :] if len(line.split()) == len(COLUMNS)]
-    return {r[0]: dict(zip(COLUMNS, r, strict=True)) for r in rows}
 
 
 def test_evaluate_py_scores_the_task_as_its_items_in_a_file(built: dict, byte_ckpt: Path, capsys) -> None:

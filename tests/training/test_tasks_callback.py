@@ -21,20 +21,11 @@ import pytest
 import torch
 
 from gptlab.checkpoints import load_gpt
+from tests.tasks.test_evaluate_tasks import PLAIN as EVALUATE_PLAIN
 from tests.training.rel_harness import csv_rows, series, train_here, with_callbacks
 
 BLOCK = 32  # rel_harness.TINY's model.block_size
-PLAIN = [
-    {"context": "def add(a, b):\n   ", "choices": [" return a + b", " pass", " yield"], "answer": 0},
-    {
-        "context": "import os\nfor name in",
-        "choices": [" sorted(os.listdir('.')):", " range(3):"],
-        "answer": 1,
-    },
-    {"context": "class Stack:\n    def", "choices": [" push(self, item):", " pop(self):", " x"], "answer": 2},
-    {"context": "print(", "choices": ["'Grüße')", "'hi')"], "answer": 0},
-    {"context": "if x is", "choices": [" None:", " not None:"], "answer": 0},
-]
+PLAIN = [*EVALUATE_PLAIN, {"context": "if x is", "choices": [" None:", " not None:"], "answer": 0}]
 HELLASWAG = [
     {"ctx": "The return value of len(", "endings": ["x) is an int.", "[title] y", "z)"], "label": "0"},
     {"ctx": "x" * 40 + " for i in", "endings": ["range(10):", "i:"], "label": 0},
@@ -188,3 +179,27 @@ def test_a_builtin_task_the_data_cannot_give_is_skipped_with_its_reason(runs: di
     assert "finds the val documents at end-of-text ids" in probe.skipped["val_continuation"]
     assert probe.evaluations == [] and runs["skipped"]["tasks"] == {}
     assert runs["skipped"]["status"] == "finished"
+
+
+def test_a_resumed_run_keeps_the_cadence(tmp_path: Path, cache: Path) -> None:
+    """every_n_steps=4, a validation every 2 steps. The first attempt stops at step 5 (its final
+    validation scores: 4 and 5); resumed to step 8 it must not score at step 6 (6 // 4 == 5 // 4: the
+    last evaluation, restored from the checkpoint, was in that window), only at the final step 8."""
+    hs = write(tmp_path / "hs_tiny.jsonl", HELLASWAG)
+    tasked = [
+        f"callbacks.tasks.names=[{hs}]",
+        "callbacks.tasks.every_n_steps=4",
+        "trainer.val_check_interval=2",
+    ]
+    probes = {"first": Probe(), "resumed": Probe()}
+    last = tmp_path / "first" / "checkpoints" / "last.ckpt"
+    for name, extra in (
+        ("first", ["trainer.max_steps=5"]),
+        ("resumed", ["trainer.max_steps=8", f"ckpt_path={last}"]),
+    ):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("WANDB_MODE", "disabled")
+            with_callbacks(mp, probes[name])
+            train_here(tmp_path / name, cache, *tasked, *extra)
+    assert probes["first"].evaluations == [4, 5]
+    assert probes["resumed"].evaluations == [8]
