@@ -641,6 +641,26 @@ MUTANTS: list[Mutant] = [
     Mutant("tasks_every_validation", "training/callbacks/tasks.py",
            "return step // self.every > self.last_step // self.every", "return True",
            "callbacks.tasks.every_n_steps ignored: the tasks are scored at every validation"),
+    # --- issue 48 §6: the ladder, the pre-registered forecast, tiktoken's probes, the wandb view, status ---
+    Mutant("ladder_crossover_above_largest_only", "analysis/ladder_fit.py",
+           "lo, hi = float(base_sizes.min()) * CROSS_RANGE[0], n_max * CROSS_RANGE[1]",
+           "lo, hi = n_max, n_max * CROSS_RANGE[1]",
+           "the crossover searched only beyond the largest rung: curves crossing inside the ladder have"
+           " none"),
+    Mutant("ladder_rung_needs_every_lr", "analysis/ladder.py", "if complete[i].any(-1).all()]",
+           "if complete[i].all(-1).all()]",
+           "a rung fitted only when every LR's jobs finished: one unfinished job at a worse LR drops it"),
+    Mutant("ladder_rung_needs_one_arm", "analysis/ladder.py", "if complete[i].any(-1).all()]",
+           "if complete[i].any(-1).any()]",
+           "a rung fitted when any arm has a complete LR there: an arm without one is fitted on NaN"),
+    Mutant("ladder_holds_either_end", "analysis/ladder_fit.py",
+           "if -bound <= change.low and change.high <= bound:",
+           "if -bound <= change.low or change.high <= bound:",
+           "'holds' granted when either end of the change's interval is within ±50% of the gap"),
+    Mutant("ladder_holds_bound_excluded", "analysis/ladder_fit.py",
+           "if -bound <= change.low and change.high <= bound:",
+           "if -bound < change.low and change.high < bound:",
+           "a change whose interval ends exactly on ±50% of the gap is not 'holds' (the bound is inside)"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
