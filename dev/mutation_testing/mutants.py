@@ -661,6 +661,10 @@ MUTANTS: list[Mutant] = [
            "if -bound <= change.low and change.high <= bound:",
            "if -bound < change.low and change.high < bound:",
            "a change whose interval ends exactly on ±50% of the gap is not 'holds' (the bound is inside)"),
+    Mutant("forecast_gap_one_arm", "analysis/ladder_held_out.py",
+           "reps = model.boot(x) - (base.boot(x) if base else 0.0)", "reps = model.boot(x)",
+           "the forecast gap's interval (ladder_forecast.py, the held-out forecast) from the arm's"
+           " resamples alone, not arm − baseline"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
