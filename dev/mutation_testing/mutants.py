@@ -665,6 +665,9 @@ MUTANTS: list[Mutant] = [
            "reps = model.boot(x) - (base.boot(x) if base else 0.0)", "reps = model.boot(x)",
            "the forecast gap's interval (ladder_forecast.py, the held-out forecast) from the arm's"
            " resamples alone, not arm − baseline"),
+    Mutant("tiktoken_probes_dropped", "data/tokenizers/tiktoken_bpe.py", "    return out + list(PROBES)\n",
+           "    return out\n",
+           "tiktoken's equality check compares the corpus sample only, not the probe strings"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
