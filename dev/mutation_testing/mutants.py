@@ -668,6 +668,10 @@ MUTANTS: list[Mutant] = [
     Mutant("tiktoken_probes_dropped", "data/tokenizers/tiktoken_bpe.py", "    return out + list(PROBES)\n",
            "    return out\n",
            "tiktoken's equality check compares the corpus sample only, not the probe strings"),
+    Mutant("view_unlogged_line_panels_kept", "dashboards/view.py",
+           'return type(panel).__name__ != "LinePlot" or bool(panel.y)', "return True",
+           "line panels of keys the runs never log (z-loss off, no MFU, a run shorter than the log"
+           " cadence) are kept, empty"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
