@@ -672,6 +672,9 @@ MUTANTS: list[Mutant] = [
            'return type(panel).__name__ != "LinePlot" or bool(panel.y)', "return True",
            "line panels of keys the runs never log (z-loss off, no MFU, a run shorter than the log"
            " cadence) are kept, empty"),
+    Mutant("status_elapsed_counts_after_stop", "analysis/sweep_status.py",
+           "last = now if alive is not False else max(ends, default=since)", "last = now",
+           "a stopped sweep's elapsed time keeps counting: now − start, not its last job's end − start"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
