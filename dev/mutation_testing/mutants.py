@@ -641,6 +641,40 @@ MUTANTS: list[Mutant] = [
     Mutant("tasks_every_validation", "training/callbacks/tasks.py",
            "return step // self.every > self.last_step // self.every", "return True",
            "callbacks.tasks.every_n_steps ignored: the tasks are scored at every validation"),
+    # --- issue 48 §6: the ladder, the pre-registered forecast, tiktoken's probes, the wandb view, status ---
+    Mutant("ladder_crossover_above_largest_only", "analysis/ladder_fit.py",
+           "lo, hi = float(base_sizes.min()) * CROSS_RANGE[0], n_max * CROSS_RANGE[1]",
+           "lo, hi = n_max, n_max * CROSS_RANGE[1]",
+           "the crossover searched only beyond the largest rung: curves crossing inside the ladder have"
+           " none"),
+    Mutant("ladder_rung_needs_every_lr", "analysis/ladder.py", "if complete[i].any(-1).all()]",
+           "if complete[i].all(-1).all()]",
+           "a rung fitted only when every LR's jobs finished: one unfinished job at a worse LR drops it"),
+    Mutant("ladder_rung_needs_one_arm", "analysis/ladder.py", "if complete[i].any(-1).all()]",
+           "if complete[i].any(-1).any()]",
+           "a rung fitted when any arm has a complete LR there: an arm without one is fitted on NaN"),
+    Mutant("ladder_holds_either_end", "analysis/ladder_fit.py",
+           "if -bound <= change.low and change.high <= bound:",
+           "if -bound <= change.low or change.high <= bound:",
+           "'holds' granted when either end of the change's interval is within ±50% of the gap"),
+    Mutant("ladder_holds_bound_excluded", "analysis/ladder_fit.py",
+           "if -bound <= change.low and change.high <= bound:",
+           "if -bound < change.low and change.high < bound:",
+           "a change whose interval ends exactly on ±50% of the gap is not 'holds' (the bound is inside)"),
+    Mutant("forecast_gap_one_arm", "analysis/ladder_held_out.py",
+           "reps = model.boot(x) - (base.boot(x) if base else 0.0)", "reps = model.boot(x)",
+           "the forecast gap's interval (ladder_forecast.py, the held-out forecast) from the arm's"
+           " resamples alone, not arm − baseline"),
+    Mutant("tiktoken_probes_dropped", "data/tokenizers/tiktoken_bpe.py", "    return out + list(PROBES)\n",
+           "    return out\n",
+           "tiktoken's equality check compares the corpus sample only, not the probe strings"),
+    Mutant("view_unlogged_line_panels_kept", "dashboards/view.py",
+           'return type(panel).__name__ != "LinePlot" or bool(panel.y)', "return True",
+           "line panels of keys the runs never log (z-loss off, no MFU, a run shorter than the log"
+           " cadence) are kept, empty"),
+    Mutant("status_elapsed_counts_after_stop", "analysis/sweep_status.py",
+           "last = now if alive is not False else max(ends, default=since)", "last = now",
+           "a stopped sweep's elapsed time keeps counting: now − start, not its last job's end − start"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

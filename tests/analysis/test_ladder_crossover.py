@@ -32,17 +32,17 @@ def curve(e: np.ndarray, a: float) -> object:
     return lambda x: e + a * np.asarray(x, dtype=float) ** -ALPHA
 
 
-def models() -> tuple[Model, Model]:
+def models(delta: float = DELTA, boot: np.ndarray = BOOT) -> tuple[Model, Model]:
     arm = Model(
-        curve(np.array([E + DELTA]), 0.8 * A), curve(E + BOOT, 0.8 * A), np.ones(27, bool), "power law"
+        curve(np.array([E + delta]), 0.8 * A), curve(E + boot, 0.8 * A), np.ones(27, bool), "power law"
     )
     base = Model(curve(np.array([E]), A), curve(np.full(27, E), A), np.ones(27, bool), "power law")
     return arm, base
 
 
-def root(delta: float) -> float:
+def root(delta: float, lo: float = SIZES[0]) -> float:
     gap = lambda n: (E + delta + 0.8 * A * n**-ALPHA) - (E + A * n**-ALPHA)  # noqa: E731
-    return float(optimize.brentq(gap, SIZES[0], 1000 * SIZES[-1], rtol=1e-14))
+    return float(optimize.brentq(gap, lo, 1000 * SIZES[-1], rtol=1e-14))
 
 
 def test_the_crossover_is_where_the_curves_cross_with_its_interval_on_log_n() -> None:
@@ -58,6 +58,29 @@ def test_the_crossover_is_where_the_curves_cross_with_its_interval_on_log_n() ->
     assert (ext.crossover.low, ext.crossover.high) == pytest.approx(
         (math.exp(math.log(closed) - half), math.exp(math.log(closed) + half)), rel=1e-4
     )
+
+
+def test_a_crossover_between_the_rungs_is_found_and_one_below_the_smallest_is_not() -> None:
+    """The search runs over [smallest rung, 1000 × largest] (docs/ablations.md), not only beyond the
+    ladder: curves that cross at N* = 3e6, between the rungs 1e6 and 1e7 (δ = 0.2·A·N*^(−α)), have
+    that crossover, every resample's N* inside the ladder too; curves that cross at 5e5, below the
+    smallest rung, have none in range (the arm stays above the baseline over the whole range)."""
+    inside = 0.2 * A * 3e6**-ALPHA
+    boot = inside * np.linspace(0.95, 1.05, 27)
+    assert SIZES[0] < root(boot[-1]) < root(boot[0]) < SIZES[-1]  # the premise: every N* between the rungs
+    ext = extrapolate("swiglu", "gelu", *models(inside, boot), SIZES, SEEDS)
+    assert ext.crossover is not None
+    assert root(inside) == pytest.approx(3e6, rel=1e-10)
+    assert ext.crossover.value == pytest.approx(3e6, rel=2e-5)
+    logs = np.log([root(d) for d in boot])
+    half = float(stats.t.ppf(0.975, SEEDS - 1)) * float(np.std(logs))
+    assert (ext.crossover.low, ext.crossover.high) == pytest.approx(
+        (3e6 * math.exp(-half), 3e6 * math.exp(half)), rel=1e-4
+    )
+    below = 0.2 * A * 5e5**-ALPHA
+    assert root(below, lo=1e5) == pytest.approx(5e5, rel=1e-10)  # it crosses, but below the range
+    ext = extrapolate("swiglu", "gelu", *models(below, below * np.linspace(0.99, 1.01, 27)), SIZES, SEEDS)
+    assert ext.crossover is None
 
 
 @pytest.mark.parametrize("sizes", [[1e6, 1e6, 2e6], [1e6, 2e6, 1.5e6]])

@@ -173,3 +173,47 @@ def test_the_held_out_gaps_measured_interval_is_the_paired_bootstrap_of_arm_minu
         one_arm = np.array([arm[s] for s in sorted(arm)])
         _, a_low, a_high = bootstrap_interval(one_arm)
         assert abs((a_high - a_low) - (high - low)) > 1e-3  # the unpaired width would not pass
+
+
+def test_the_forecast_gaps_interval_is_the_paired_bootstrap_of_arm_minus_baseline(tmp_path: Path) -> None:
+    """scripts/ladder_forecast.py's gap at a rung to come: in each of the 27 ordered resamples of the
+    3 seeds (one draw for every rung and arm, each value moved to m + sqrt(3/2)·(v − m) around its
+    cell's mean), each arm's curve fitted again, here by scipy's curve_fit, and swiglu − gelu taken
+    at N in that resample; the interval is the point gap ± t(0.975, 2)·SD of those 27 gaps. From
+    swiglu's resampled curves alone the interval has another width (about half here: the gap holds
+    both arms' fit noise): the test checks it can tell."""
+    from itertools import product
+
+    from scipy import stats
+
+    make_sweep(tmp_path, LAWS)  # 4 rungs: d = 24..96; the forecast is for d = 120
+    at = n_of(120)
+    proc = run_script("scripts/ladder_forecast.py", str(tmp_path), str(at))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    printed = {line[:20].strip(): line[20:].strip() for line in proc.stdout.splitlines()[1:]}
+    shown = _num(printed["swiglu − gelu"].split("  ")[0])
+    assert "of resamples" not in printed["swiglu − gelu"]  # every resample's fit converged
+
+    widths = [24, 48, 72, 96]
+    seeds = sorted(seed_points(tmp_path, 24, "gelu"))
+    # (arm, rung, seed) at each rung's best LR; the LR penalty (0.05·ln² of the ratio to the middle
+    # LR, ≥ 0.035 nats at the neighbours) is 10× the seed noise, so every resample picks it again
+    y = {a: np.array([[seed_points(tmp_path, d, a)[s] for s in seeds] for d in widths]) for a in LAWS}
+    n = np.repeat([n_of(d) for d in widths], 3).astype(float)
+
+    def at_n(values: np.ndarray) -> float:
+        params, _ = curve_fit(_law, n, values.ravel(), p0=(1.8, A, 0.3), maxfev=20000)
+        return float(_law(at, *params))
+
+    def resampled(v: np.ndarray, draw: tuple[int, ...]) -> np.ndarray:
+        m = v.mean(-1, keepdims=True)
+        return m + np.sqrt(3 / 2) * (v[:, list(draw)] - m)
+
+    draws = list(product(range(3), repeat=3))
+    arm = np.array([at_n(resampled(y["swiglu"], d)) for d in draws])
+    base = np.array([at_n(resampled(y["gelu"], d)) for d in draws])
+    value = at_n(y["swiglu"]) - at_n(y["gelu"])
+    half = float(stats.t.ppf(0.975, 2)) * float(np.std(arm - base))
+    assert shown == pytest.approx((value, value - half, value + half), abs=1.5e-4)  # 4 decimals printed
+    one_arm = float(stats.t.ppf(0.975, 2)) * float(np.std(arm))
+    assert abs(one_arm - half) > 1e-3  # the unpaired width would not pass

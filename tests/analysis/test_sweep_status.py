@@ -117,3 +117,36 @@ def test_jobs_the_sweep_started_run_before_their_dirs_exist(tmp_path: Path, plan
     rows, line = status(sweep)
     assert [r[0] for r in rows.values()] == ["interrupted", "interrupted", "pending", "pending"], rows
     assert line.startswith("0 done, 0 running, 2 interrupted, 2 pending of 4 |"), line
+
+
+@pytest.mark.parametrize("how", ["closed", "killed", "live"])
+def test_elapsed_stops_when_the_sweep_stopped(tmp_path: Path, how: str) -> None:
+    """A sweep started 3 hours ago whose last job ended 1,234 s after its start: once it has stopped
+    (closed, or its process gone) elapsed is end − start = 1,234 s = 0:20:34, however long ago that
+    was; while it lives, elapsed is now − start (3:00:00 and the seconds the script takes)."""
+    import time
+
+    sweep = tmp_path / "sweep"
+    for n in (0, 1):
+        job(sweep, n, {"status": "finished", "steps": 12}, list(range(12)))
+    since = time.time() - 3 * 3600
+    pid = os.getpid()
+    if how == "killed":
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()  # reaped: its pid names no process
+        pid = gone.pid
+    jobs = {"0": {"state": "done", "start": since + 1.0, "end": since + 700.0},
+            "1": {"state": "done", "start": since + 2.0, "end": since + 1234.0}}  # fmt: skip
+    record = {"pid": pid, "host": socket.gethostname(), "since": since, "slots": 2,
+              "closed": how == "closed", "jobs": jobs}  # fmt: skip
+    (sweep / "progress.json").write_text(json.dumps(record))
+    before = time.time()
+    _, line = status(sweep)
+    after = time.time()
+    elapsed = line.split("elapsed ")[1].split(" |")[0]
+    if how == "live":
+        h, m, s = (int(x) for x in elapsed.split(":"))
+        assert before - since - 1 <= 3600 * h + 60 * m + s <= after - since + 1, line
+        return
+    assert elapsed == "0:20:34", line  # 1234 = 20·60 + 34
+    assert line.endswith("| stopped" + ("" if how == "closed" else " (sweep process gone)")), line

@@ -78,6 +78,38 @@ def test_ids_that_differ_on_the_sample_fall_back(caplog: pytest.LogCaptureFixtur
         checked_encoding(tok, ["x abc y"], mode="tiktoken")
 
 
+def _llo_tokenizer() -> tokenizers.Tokenizer:
+    """_abc_tokenizer's trap on 'llo' (in the probe 'Hello, world! ...'): 'l'+'o' merges first, so
+    tokenizers leaves 'l','lo' where tiktoken merges them into 'llo'."""
+    vocab = {ch: b for b, ch in bytes_to_unicode().items()}
+    vocab.update(lo=256, ll=257, llo=258)
+    tok = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=[("l", "o"), ("l", "l"), ("ll", "o")]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def test_a_difference_only_on_a_probe_string_falls_back(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 48 §6: the corpus sample agrees, a probe string does not: the check still refuses
+    tiktoken, naming the probe. Oracle: both libraries' own encoders, run here on each text."""
+    tok = _llo_tokenizer()
+    enc = to_tiktoken(tok)
+    corpus_sample = ["the cat sat on the mat", "a dog, 42 times\n\tover"]
+
+    def agree(text: str) -> bool:
+        return enc.encode_ordinary(text) == tok.encode(text, add_special_tokens=False).ids
+
+    assert all(agree(t) for t in corpus_sample)  # the corpus alone would let tiktoken through
+    differing = [p for p in PROBES if not agree(p)]
+    assert differing and differing[0].startswith("Hello")
+    with caplog.at_level(logging.INFO, logger="gptlab.data.tokenizers.tiktoken_bpe"):
+        assert checked_encoding(tok, corpus_sample) is None
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("encoding with tokenizers") and repr(differing[0][:60]) in line, line
+    with pytest.raises(ValueError, match="data.bpe_encoder=tiktoken: .*differ"):
+        checked_encoding(tok, corpus_sample, mode="tiktoken")
+
+
 def test_the_check_compares_ids_not_lengths(bpe: BPETokenizer) -> None:
     """Issue 37 §6: an Encoding whose ids differ from tokenizers' at equal lengths (the bytes 'x' and
     'q' trade ids; single bytes are never merge results, so every split keeps its length) is caught."""
