@@ -29,9 +29,10 @@ def test_every_group_and_option_of_the_axis_table_exists() -> None:
         names = re.findall(r"`([^`]+)`", options)
         if group == "field":  # `model.<field>=a|b|c`: the field exists and takes each value
             field, _, values = names[0].partition("=")
-            assert field.removeprefix("model.") in fields, axis
+            name = field.removeprefix("model.")
+            assert name in fields, axis
             for value in values.split("|"):
-                assert getattr(compose_config([f"{field}={value}"]).model, field.removeprefix("model.")) == value
+                assert getattr(compose_config([f"{field}={value}"]).model, name) == value
             continue
         assert (CONF / group).is_dir(), (axis, group)
         presets = {p.stem for p in (CONF / group).glob("*.yaml")}

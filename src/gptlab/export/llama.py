@@ -83,7 +83,8 @@ def config_fields(hf: Mapping[str, Any], where: Path) -> dict[str, Any]:
     """GPTConfig fields of a config.json (transformers 4 or 5 spelling); ffn_hidden is the width."""
     n_embd, n_head = require(hf, "hidden_size", where), require(hf, "num_attention_heads", where)
     kv_heads = hf.get("num_key_value_heads")
-    kv_heads = n_head if kv_heads is None else kv_heads  # absent or null: multi-head, as transformers reads it
+    # absent or null: multi-head, as transformers reads it; 0 is not (it was, as `or n_head` read it)
+    kv_heads = n_head if kv_heads is None else kv_heads
     counts = isinstance(kv_heads, int) and not isinstance(kv_heads, bool) and kv_heads >= 1
     if isinstance(n_head, int) and (not counts or n_head % kv_heads):
         raise refuse(
