@@ -675,6 +675,22 @@ MUTANTS: list[Mutant] = [
     Mutant("status_elapsed_counts_after_stop", "analysis/sweep_status.py",
            "last = now if alive is not False else max(ends, default=since)", "last = now",
            "a stopped sweep's elapsed time keeps counting: now − start, not its last job's end − start"),
+    # --- export, sampling and reader (issue 48: items 1, 2, 4) ---
+    Mutant("export_special_token_text_as_control", "export/writer.py", '"split_special_tokens": True,', "",
+           "the exported tokenizer reads <|endoftext|> written in text as the EOS id, gptlab as characters"),
+    Mutant("sample_undecodable_ids_drawn", "generation.py", 'logits[decodable:] = -float("inf")',
+           "logits[decodable:] = logits[decodable:]",
+           "ids past the tokenizer are sampled: the end-of-run sample and generate.py fail to decode"),
+    Mutant("sample_failure_fails_the_run", "training/app.py",
+           "except Exception as err:  # whatever the sample hit", "except ArithmeticError as err:  #",
+           "a sample that fails after training marks the trained run failed"),
+    Mutant("generate_py_samples_every_id", "generation.py",
+           "stream = sample_tokens(model, prompt, *settings, gen, decodable=tok.vocab_size)",
+           "stream = sample_tokens(model, prompt, *settings, gen)",
+           "generate.py on a model with a larger vocabulary draws ids its tokenizer cannot decode"),
+    Mutant("llama_zero_kv_heads_read_as_multi_head", "export/llama.py",
+           "kv_heads = n_head if kv_heads is None else kv_heads", "kv_heads = kv_heads or n_head",
+           "num_key_value_heads: 0 read as multi-head; the error names k/v_proj's shapes, not the field"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -26,8 +26,13 @@ def sample_tokens(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
+    decodable: int | None = None,
 ) -> Iterator[int]:
-    """Yield new token ids one by one; temperature 0 means greedy."""
+    """Yield new token ids one by one; temperature 0 means greedy.
+
+    decodable: the tokenizer's size. A model whose vocabulary is larger (model.vocab_size above the
+    tokenizer's, e.g. padded or taken over by init_from) has ids no text maps to; their logits are
+    set to -inf, so every id drawn is one the tokenizer can decode (None: every id of the model)."""
     if not prompt:
         raise ValueError("prompt is empty; give at least one character/token")
     device = next(model.parameters()).device
@@ -36,6 +41,8 @@ def sample_tokens(
     model.eval()
     for _ in range(max_new_tokens):
         logits = model(idx[:, -model.cfg.block_size :])[0, -1].float()
+        if decodable is not None and decodable < logits.numel():
+            logits[decodable:] = -float("inf")
         if temperature <= 0:
             nxt = int(torch.argmax(logits))
         else:
@@ -52,6 +59,19 @@ def sample_tokens(
         idx = torch.cat([idx, torch.tensor([[nxt]], device=device)], dim=1)
         yield nxt
     model.train(was_training)
+
+
+def warn_undecodable(model_vocab: int, tokenizer_size: int) -> None:
+    """Say once that a sample draws from fewer ids than the model has, and why."""
+    if model_vocab > tokenizer_size:
+        log.warning(
+            "model.vocab_size=%d is larger than the tokenizer's %d ids: ids %d..%d decode to no text "
+            "and are never sampled",
+            model_vocab,
+            tokenizer_size,
+            tokenizer_size,
+            model_vocab - 1,
+        )
 
 
 @dataclass
@@ -87,7 +107,9 @@ def generate(cfg: GenerateConfig, out: TextIO) -> None:
     prompt = list(tok.encode(cfg.prompt)) if cfg.prompt is not None else run_prompt(cfg.ckpt_path)
     prompt = prompt if prompt is not None else list(tok.encode("\n"))
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
-    stream = sample_tokens(model, prompt, cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p, gen)
+    settings = (cfg.max_new_tokens, cfg.temperature, cfg.top_k, cfg.top_p)
+    warn_undecodable(model.cfg.vocab_size, tok.vocab_size)
+    stream = sample_tokens(model, prompt, *settings, gen, decodable=tok.vocab_size)
     ids = list(prompt)
     shown = tok.decode(ids)
     out.write(shown)

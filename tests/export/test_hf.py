@@ -515,3 +515,29 @@ def test_cli_reports_an_unreadable_checkpoint(tmp_path: Path) -> None:
     )
     assert result.returncode == 2 and not (tmp_path / "x").exists()
     assert result.stderr.count("\n") == 1 and "junk.ckpt" in result.stderr and "checkpoint" in result.stderr
+
+
+@pytest.mark.parametrize("kv_heads", [0, -1, 3, True, "2"])
+def test_a_bad_num_key_value_heads_is_refused_by_name_not_read_as_multi_head(
+    kv_heads: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """num_key_value_heads 0 (falsy), negative, not dividing the 4 heads, a bool or a string: one line
+    naming the field and what is accepted, from model.init_from and from the export reader (exit 2);
+    never read as multi-head, which fails later on k_proj/v_proj's shapes instead."""
+    from gptlab.config import TrainConfig
+    from gptlab.data.tokenizers import ByteTokenizer
+    from gptlab.errors import USER_ERRORS
+    from gptlab.training.app import model_config
+
+    out = Path(export_hf(make_model({"n_kv_head": 2}), tmp_path / "hf"))
+    config = json.loads((out / "config.json").read_text()) | {"num_key_value_heads": kv_heads}
+    (out / "config.json").write_text(json.dumps(config))
+    named = f"num_key_value_heads={kv_heads!r}"
+    accepted = "accepted: a divisor of 4 (grouped-query; 1: multi-query; 4 or null: multi-head)"
+    with pytest.raises(USER_ERRORS) as err:
+        model_config(TrainConfig(model=GPTConfig(init_from=str(out))), 256, ByteTokenizer())
+    assert named in str(err.value) and str(err.value).endswith(accepted) and "\n" not in str(err.value)
+    monkeypatch.chdir(tmp_path)
+    assert export_cli().main([f"ckpt_path={out}", "out_dir=x"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0] and lines[0].endswith(accepted), lines

@@ -230,3 +230,17 @@ def test_generate_until_equals_transformers_greedy_and_stops_at_until(
     assert stopped == [text[: text.index(s)] for text, s in zip(got, stops, strict=True)]
     assert stopped == runs["hflm"].generate_until(cut)
     assert got == runs["hflm"].generate_until(free)
+
+
+def test_lm_evals_hf_model_scores_special_token_text_as_the_checkpoint(exported: dict[str, Any]) -> None:
+    """Text holding "<|endoftext|>" (as a choice, in the context, both) is scored alike by lm-eval's HF
+    model on the export and by the checkpoint: both read it as characters, not as the EOS token."""
+    hflm = HFLM(pretrained=str(exported["hf_dir"]), dtype="float32", device="cpu", batch_size=4)
+    ours = GptlabLM(ckpt_path=str(exported["ckpt"]), batch_size=4, device="cpu")
+    pairs = [("x", "<|endoftext|>"), ("The quick brown", " fox<|endoftext|>"), ("a<|endoftext|>b", " c")]
+    requests = [Instance("loglikelihood", {}, pair, 0) for pair in pairs]
+    want, got = hflm.loglikelihood(requests), ours.loglikelihood(requests)
+    assert [ll for ll, _ in got] == pytest.approx([ll for ll, _ in want], abs=TOL)
+    assert [g for _, g in got] == [g for _, g in want]
+    eot = len(exported["tok"]("<|endoftext|>", add_special_tokens=False)["input_ids"])
+    assert eot > 1  # the choice is scored as its characters' tokens

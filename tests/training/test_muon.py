@@ -28,7 +28,7 @@ from gptlab.config import OptimConfig
 from gptlab.errors import USER_ERRORS, one_line
 from gptlab.model import GPT, GPTConfig
 from gptlab.training.optim import build_optimizer, lr_factor
-from tests.training.rel_harness import series, train_here
+from tests.training.rel_harness import REPO, series, train_here
 
 NS = (3.4445, -4.775, 2.0315)
 VOCAB, T = 64, 16
@@ -343,3 +343,25 @@ def test_ablate_optim_quick_runs_and_reports_both_arms(tmp_path: Path) -> None:
         ]["name"]
         for k in range(8)
     } == {"adamw", "muon"}
+
+
+def test_optim_muon_defaults_to_its_measured_best_lr() -> None:
+    """optim=muon's lr is Muon's best LR of the committed ablate_optim measurement (docs/optim.md,
+    "Measured"), a point of that preset's grid; the sweep's jobs still set their own LR."""
+    import re
+
+    import numpy as np
+
+    from gptlab.compose import compose_config, compose_with_hydra
+
+    measured = (REPO / "docs" / "optim.md").read_text().split("## Measured")[1]
+    muon_best = float(re.search(r"Muon \d\.\d+ \[[^]]+\] at ([0-9.e-]+)", measured).group(1))
+    adamw_best = float(re.search(r"AdamW \d\.\d+ \[[^]]+\] at ([0-9.e-]+)", measured).group(1))
+    assert compose_config(["optim=muon"]).optim.lr == muon_best == 1.28e-2
+    assert compose_config([]).optim.lr == 2e-3  # AdamW's default is unchanged
+    assert muon_best / adamw_best == pytest.approx(5.5, abs=0.05)
+    sweep = compose_with_hydra(["experiment=ablate_optim"]).hydra.sweeper.lr
+    grid = np.geomspace(sweep.min, sweep.max, sweep.points)
+    assert np.min(np.abs(grid / muon_best - 1)) < 5e-3  # the preset's grid holds it
+    job = compose_config(["experiment=ablate_optim", "optim=muon", f"optim.lr={grid[0]}"])
+    assert job.optim.lr == grid[0] and job.optim.min_lr == 2e-4  # a grid job's LR is the grid's

@@ -82,14 +82,19 @@ def config_keys(cfg: GPTConfig) -> dict[str, Any]:
 def config_fields(hf: Mapping[str, Any], where: Path) -> dict[str, Any]:
     """GPTConfig fields of a config.json (transformers 4 or 5 spelling); ffn_hidden is the width."""
     n_embd, n_head = require(hf, "hidden_size", where), require(hf, "num_attention_heads", where)
-    kv_heads = hf.get("num_key_value_heads") or n_head
-    if isinstance(n_head, int) and (not isinstance(kv_heads, int) or kv_heads < 1 or n_head % kv_heads):
+    kv_heads = hf.get("num_key_value_heads")
+    # absent or null: multi-head, as transformers reads it; 0 is not (it was, as `or n_head` read it)
+    kv_heads = n_head if kv_heads is None else kv_heads
+    counts = isinstance(kv_heads, int) and not isinstance(kv_heads, bool) and kv_heads >= 1
+    if isinstance(n_head, int) and (not counts or n_head % kv_heads):
         raise refuse(
             where,
             "num_key_value_heads",
             kv_heads,
-            f"does not divide num_attention_heads={n_head} into groups of query heads",
-            f"a divisor of {n_head} (grouped-query; {n_head}: multi-head)",
+            f"does not divide num_attention_heads={n_head} into groups of query heads"
+            if counts
+            else "is not a number of key/value heads",
+            f"a divisor of {n_head} (grouped-query; 1: multi-query; {n_head} or null: multi-head)",
         )
     head_dim = hf.get("head_dim")
     if head_dim is not None and isinstance(n_head, int) and head_dim * n_head != n_embd:

@@ -90,9 +90,13 @@ def export_hf(model: GPT, out_dir: str | Path, tokenizer_dir: str | Path | None 
             shutil.copyfile(tokenizer_json, out / TOKENIZER_FILE)
         # Without it AutoTokenizer would pick the model's own tokenizer class and its habits
         # (e.g. Llama's added BOS); the generic class reproduces gptlab's tokenizer as trained.
+        # split_special_tokens: a special token's text written in a document ("<|endoftext|>") is
+        # read as its characters, as gptlab's tokenizers read it (tiktoken_bpe.ordinary), not as the
+        # token's id; transformers would otherwise read it as the control token.
         tok_cfg = {
             "tokenizer_class": "PreTrainedTokenizerFast",
             "model_max_length": cfg.block_size,
+            "split_special_tokens": True,
         } | {f"{role}_token": token for role, (token, _) in special.items()}
         name = gptlab_name(tokenizer_json.parent)
         if name is not None:  # lets gptlab reload a byte tokenizer as bytes, a BPE by its name

@@ -138,8 +138,8 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
                 summary.write(trainer, "failed", error=one_line(err), **diverged)
             finish_wandb(loggers)
             raise
-        sample = generate_sample(cfg, module, datamodule)
-        result = summary.write(trainer, "finished", sample=sample)
+        sample, sample_error = safe_sample(cfg, module, datamodule)
+        result = summary.write(trainer, "finished", sample=sample, **sample_error)
         if trainer.global_rank == 0:
             log.info("sample:\n%s", sample)
             log.info(
@@ -165,9 +165,23 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
             LocalWorkers.clear_env()
 
 
+def safe_sample(
+    cfg: TrainConfig, module: GPTLightningModule, datamodule: TokenDataModule
+) -> tuple[str, dict[str, str]]:
+    """The end-of-run sample, and {"sample_error": ...} when it failed: a run that trained is a
+    result, so a failing sample is a warning (and a field of metrics.json), never a failed run."""
+    try:
+        return generate_sample(cfg, module, datamodule), {}
+    except Exception as err:  # whatever the sample hit, the trained run stands
+        reason = one_line(err).removeprefix("error: ")
+        log.warning("the end-of-run sample failed (the run itself finished): %s", reason)
+        return "", {"sample_error": reason}
+
+
 def generate_sample(cfg: TrainConfig, module: GPTLightningModule, datamodule: TokenDataModule) -> str:
-    """A short sample from the trained model (every rank computes it: FSDP needs all of them)."""
-    from gptlab.generation import sample_tokens
+    """A short sample from the trained model (every rank computes it: FSDP needs all of them),
+    drawn only from ids the tokenizer can decode (generation.sample_tokens' `decodable`)."""
+    from gptlab.generation import sample_tokens, warn_undecodable
 
     s = cfg.sample
     if s.max_new_tokens <= 0:
@@ -176,7 +190,9 @@ def generate_sample(cfg: TrainConfig, module: GPTLightningModule, datamodule: To
     # sample.prompt when given, else the start of a validation document: a sample that fits the data
     prompt = list(tok.encode(s.prompt)) if s.prompt else datamodule.sample_prompt()
     gen = torch.Generator(device=module.device).manual_seed(cfg.seed)
-    ids = list(sample_tokens(module.model, prompt, s.max_new_tokens, s.temperature, s.top_k, s.top_p, gen))
+    settings = (s.max_new_tokens, s.temperature, s.top_k, s.top_p)
+    warn_undecodable(module.model.cfg.vocab_size, tok.vocab_size)
+    ids = list(sample_tokens(module.model, prompt, *settings, gen, decodable=tok.vocab_size))
     return tok.decode(prompt + ids)
 
 
