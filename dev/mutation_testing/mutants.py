@@ -641,6 +641,14 @@ MUTANTS: list[Mutant] = [
     Mutant("tasks_every_validation", "training/callbacks/tasks.py",
            "return step // self.every > self.last_step // self.every", "return True",
            "callbacks.tasks.every_n_steps ignored: the tasks are scored at every validation"),
+    # --- GPU training path (r6-gputrain): spike watcher, Muon, planner, checkpoints ---
+    Mutant("spikes_late_event_dropped", "training/callbacks/spikes.py",
+           "event.synchronize()  # waited for, never dropped",
+           "self._inflight.popleft()\n                continue",
+           "a GPU step whose loss copy is still in flight MAX_LATE steps later is dropped unjudged"),
+    Mutant("spikes_row_never_reset", "training/callbacks/spikes.py",
+           "        self.in_a_row = 0\n        if self.ema is None:", "        if self.ema is None:",
+           "the in-a-row counter never restarts: spikes far apart add up to a 'new level'"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
