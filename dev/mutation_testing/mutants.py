@@ -649,6 +649,13 @@ MUTANTS: list[Mutant] = [
     Mutant("spikes_row_never_reset", "training/callbacks/spikes.py",
            "        self.in_a_row = 0\n        if self.ema is None:", "        if self.ema is None:",
            "the in-a-row counter never restarts: spikes far apart add up to a 'new level'"),
+    Mutant("muon_guard_host_read", "training/callbacks/nonfinite.py",
+           'if fused or getattr(opt, "takes_found_inf", False):', "if fused:",
+           "optim=muon on a GPU reads the non-finite flag on the host: one sync every step"),
+    Mutant("muon_flag_ignored", "training/muon.py", "new = torch.where(skip, old, new)", "new = new",
+           "a flagged (non-finite) step still moves the Muon weights: NaN reaches them"),
+    Mutant("muon_norm_whole_stack", "training/muon.py", "x = x / norms.clamp(min=eps)[:, None, None]",
+           "x = x / x.norm().clamp(min=eps)", "Newton–Schulz normalises the stack, not each matrix"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
