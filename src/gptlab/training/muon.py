@@ -47,7 +47,7 @@ class BatchedMuon(torch.optim.Muon):
     def _update(self, group: dict, params: list[torch.Tensor], skip: torch.Tensor | None) -> None:
         for p in params:
             if "momentum_buffer" not in self.state[p]:
-                self.state[p]["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
+                self.state[p]["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         bufs = [self.state[p]["momentum_buffer"] for p in params]
         mu, lr, wd = group["momentum"], float(group["lr"]), group["weight_decay"]
         grads = torch.stack([p.grad for p in params])
