@@ -79,10 +79,11 @@ def is_muon_param(name: str) -> bool:
 
 def build_muon(model: nn.Module, cfg: OptimConfig, device_type: str) -> MuonAdamW:
     """torch.optim.Muon (batched per shape: training/muon.py) on the hidden matrices at
-    lr × muon_lr_mult with decoupled decay weight_decay, and build_adamw's groups (lr, weight_decay, betas, ε)
-    on every other parameter. Under adjust_lr_fn=match_rms_adamw torch scales each matrix's step by
-    0.2·sqrt(max(A, B)) so its update RMS is AdamW's typical one (Liu et al. 2025, Moonlight, arXiv 2502.16982): one optim.lr
-    serves both halves and an LR grid is comparable with AdamW's."""
+    lr × muon_lr_mult with decoupled decay weight_decay, and build_adamw's groups (lr, weight_decay,
+    betas, ε) on every other parameter. Under adjust_lr_fn=match_rms_adamw torch scales each
+    matrix's step by 0.2·sqrt(max(A, B)) so its update RMS is AdamW's typical one (Liu et al. 2025,
+    Moonlight, arXiv 2502.16982): one optim.lr serves both halves and an LR grid is comparable with
+    AdamW's."""
     mcfg = getattr(model, "cfg", None)
     if isinstance(mcfg, GPTConfig) and mcfg.uses_mup:
         muon_refusals(mcfg.parametrization, "auto")
