@@ -656,6 +656,12 @@ MUTANTS: list[Mutant] = [
            "a flagged (non-finite) step still moves the Muon weights: NaN reaches them"),
     Mutant("muon_norm_whole_stack", "training/muon.py", "x = x / norms.clamp(min=eps)[:, None, None]",
            "x = x / x.norm().clamp(min=eps)", "Newton–Schulz normalises the stack, not each matrix"),
+    Mutant("checkpoint_last_written_twice", "training/callbacks/one_write_checkpoint.py",
+           "if last != best and link_atomic(trainer, best, last):", "if False:",
+           "an improving validation writes best.ckpt and last.ckpt in full: two writes per save"),
+    Mutant("checkpoint_last_links_stale_best", "training/callbacks/one_write_checkpoint.py",
+           "            and self._last_global_step_saved == trainer.global_step\n", "",
+           "last.ckpt links to a best.ckpt of an earlier step: a resume goes back in time"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
