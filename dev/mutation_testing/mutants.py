@@ -691,6 +691,27 @@ MUTANTS: list[Mutant] = [
     Mutant("llama_zero_kv_heads_read_as_multi_head", "export/llama.py",
            "kv_heads = n_head if kv_heads is None else kv_heads", "kv_heads = kv_heads or n_head",
            "num_key_value_heads: 0 read as multi-head; the error names k/v_proj's shapes, not the field"),
+    # --- GPU training path (r6-gputrain): spike watcher, Muon, planner, checkpoints ---
+    Mutant("spikes_late_event_dropped", "training/callbacks/spikes.py",
+           "event.synchronize()  # waited for, never dropped",
+           "self._inflight.popleft()\n                continue",
+           "a GPU step whose loss copy is still in flight MAX_LATE steps later is dropped unjudged"),
+    Mutant("spikes_row_never_reset", "training/callbacks/spikes.py",
+           "        self.in_a_row = 0\n        if self.ema is None:", "        if self.ema is None:",
+           "the in-a-row counter never restarts: spikes far apart add up to a 'new level'"),
+    Mutant("muon_guard_host_read", "training/callbacks/nonfinite.py",
+           'if fused or getattr(opt, "takes_found_inf", False):', "if fused:",
+           "optim=muon on a GPU reads the non-finite flag on the host: one sync every step"),
+    Mutant("muon_flag_ignored", "training/muon.py", "new = torch.where(skip, old, new)", "new = new",
+           "a flagged (non-finite) step still moves the Muon weights: NaN reaches them"),
+    Mutant("muon_norm_whole_stack", "training/muon.py", "x = x / norms.clamp(min=eps)[:, None, None]",
+           "x = x / x.norm().clamp(min=eps)", "Newton–Schulz normalises the stack, not each matrix"),
+    Mutant("checkpoint_last_written_twice", "training/callbacks/one_write_checkpoint.py",
+           "if last != best and link_atomic(trainer, best, last):", "if False:",
+           "an improving validation writes best.ckpt and last.ckpt in full: two writes per save"),
+    Mutant("checkpoint_last_links_stale_best", "training/callbacks/one_write_checkpoint.py",
+           "            and self._last_global_step_saved == trainer.global_step\n", "",
+           "last.ckpt links to a best.ckpt of an earlier step: a resume goes back in time"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

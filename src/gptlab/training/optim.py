@@ -12,6 +12,7 @@ from torch import nn
 from gptlab.config import SCHEDULES, OptimConfig, muon_refusals
 from gptlab.model import mup
 from gptlab.model.config import GPTConfig
+from gptlab.training.muon import BatchedMuon
 
 PLAIN, GAINS = (True, 1.0, 1.0), (False, 1.0, 1.0)  # (decays, LR factor, ε factor) of groups 0 and 1
 
@@ -77,16 +78,17 @@ def is_muon_param(name: str) -> bool:
 
 
 def build_muon(model: nn.Module, cfg: OptimConfig, device_type: str) -> MuonAdamW:
-    """torch.optim.Muon on the hidden matrices at lr × muon_lr_mult with decoupled decay
-    weight_decay, and build_adamw's groups (lr, weight_decay, betas, ε) on every other parameter.
-    Under adjust_lr_fn=match_rms_adamw torch scales each matrix's step by 0.2·sqrt(max(A, B)) so its
-    update RMS is AdamW's typical one (Liu et al. 2025, Moonlight, arXiv 2502.16982): one optim.lr
-    serves both halves and an LR grid is comparable with AdamW's."""
+    """torch.optim.Muon (batched per shape: training/muon.py) on the hidden matrices at
+    lr × muon_lr_mult with decoupled decay weight_decay, and build_adamw's groups (lr, weight_decay,
+    betas, ε) on every other parameter. Under adjust_lr_fn=match_rms_adamw torch scales each
+    matrix's step by 0.2·sqrt(max(A, B)) so its update RMS is AdamW's typical one (Liu et al. 2025,
+    Moonlight, arXiv 2502.16982): one optim.lr serves both halves and an LR grid is comparable with
+    AdamW's."""
     mcfg = getattr(model, "cfg", None)
     if isinstance(mcfg, GPTConfig) and mcfg.uses_mup:
         muon_refusals(mcfg.parametrization, "auto")
     hidden = [p for n, p in model.named_parameters() if p.requires_grad and is_muon_param(n)]
-    muon = torch.optim.Muon(
+    muon = BatchedMuon(
         [{"params": hidden, "lr": cfg.lr * cfg.muon_lr_mult}],
         lr=cfg.lr * cfg.muon_lr_mult,
         weight_decay=cfg.weight_decay,
@@ -111,11 +113,17 @@ class MuonAdamW(torch.optim.Optimizer):
 
     Lightning runs several optimizers only under manual optimization, which would bypass the
     module's clipping hook and the non-finite guard; one optimizer keeps them. Group 0 is AdamW's
-    decayed matrices at optim.lr, the LR logged. No `fused` default: the non-finite guard drops a
-    bad step by clearing the gradients (callbacks/nonfinite.py), which both halves honour.
+    decayed matrices at optim.lr, the LR logged.
+
+    The non-finite guard drops a bad step through `found_inf` (a device flag, no host read) when
+    `takes_found_inf`: the AdamW half fused (on CUDA) reads it as GradScaler's flag, the Muon half
+    (BatchedMuon) keeps its weights and buffers by `torch.where`. Otherwise (CPU, non-fused AdamW,
+    where a host read is free) the guard clears the gradients, which both halves honour.
     """
 
-    def __init__(self, adamw: torch.optim.AdamW, muon: torch.optim.Muon) -> None:
+    found_inf: torch.Tensor | None = None
+
+    def __init__(self, adamw: torch.optim.AdamW, muon: BatchedMuon) -> None:
         self.adamw, self.muon = adamw, muon
         super().__init__([*adamw.param_groups, *muon.param_groups], {})
         self._link()
@@ -132,9 +140,16 @@ class MuonAdamW(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if self.takes_found_inf:
+            self.adamw.found_inf = self.muon.found_inf = self.found_inf  # type: ignore[attr-defined]
         self.adamw.step()
         self.muon.step()
         return loss
+
+    @property
+    def takes_found_inf(self) -> bool:
+        """Both halves skip on a device flag: Muon's always, AdamW's when fused."""
+        return bool(self.adamw.defaults.get("fused"))
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Optimizer.load_state_dict builds new group dicts and a new state: hand them to both halves."""

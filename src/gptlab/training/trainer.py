@@ -10,12 +10,12 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
 
 from gptlab.config import TrainConfig
 from gptlab.training.callbacks.final_validation import FinalValidation
 from gptlab.training.callbacks.log_step import LogStepIsOptimizerStep
 from gptlab.training.callbacks.nonfinite import NonFiniteMonitor
+from gptlab.training.callbacks.one_write_checkpoint import OneWriteCheckpoint
 from gptlab.training.callbacks.preemption import PreemptionCheckpoint
 from gptlab.training.callbacks.progress import LossProgressBar
 from gptlab.training.callbacks.rng import RNGStateCheckpoint
@@ -90,7 +90,7 @@ def build_callbacks(
         FinalValidation(),  # before ModelCheckpoint's own hooks run on that validation
         # scores at validations; RunSummary reads its last results at the end
         *(task_callbacks(cfg) if tasks is None else tasks),
-        ModelCheckpoint(
+        OneWriteCheckpoint(  # an improving validation writes best.ckpt once; last.ckpt links it
             dirpath=run_dir / "checkpoints",
             filename="best",
             monitor="val/loss",

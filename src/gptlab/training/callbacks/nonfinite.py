@@ -9,7 +9,8 @@ update is dropped, so the weights never take a NaN:
 
 - fused AdamW (what `build_adamw` uses on CUDA): the flag goes to the optimizer as `found_inf`, the
   same mechanism GradScaler uses; the fused kernel then leaves parameters, both moments and the step
-  count untouched. No host sync.
+  count untouched. No host sync. optim.name=muon on CUDA likewise (`MuonAdamW.takes_found_inf`:
+  fused AdamW, and Muon keeping weights and momentum by `torch.where` on the flag).
 - any other optimizer (CPU): the flag is read on the host and, when set, every `.grad` is set to None,
   which makes `optimizer.step` skip every parameter (state untouched). On a CPU nothing is queued
   asynchronously, so that read costs nothing; on a GPU with a non-fused optimizer it is one sync/step.
@@ -138,7 +139,8 @@ def drop_update(optimizer: Any, params: list[nn.Parameter], bad: torch.Tensor, a
     afresh every step; `also=True` (the spike policy, later in the same step) only adds to it. Any
     other optimizer skips the parameters whose `.grad` is None."""
     opt = getattr(optimizer, "optimizer", optimizer)  # LightningOptimizer wraps the torch one
-    if getattr(opt, "defaults", {}).get("fused") and getattr(opt, "_step_supports_amp_scaling", False):
+    fused = getattr(opt, "defaults", {}).get("fused") and getattr(opt, "_step_supports_amp_scaling", False)
+    if fused or getattr(opt, "takes_found_inf", False):  # fused AdamW; MuonAdamW with it (optim.py)
         flag, before = bad.float(), getattr(opt, "found_inf", None)
         opt.found_inf = torch.maximum(flag, before.to(flag)) if also and before is not None else flag
     elif bool(bad):  # host read: free on CPU; one sync per step on a GPU without fused AdamW

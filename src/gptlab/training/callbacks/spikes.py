@@ -28,13 +28,19 @@ the EMA restarts at its loss (σ, the noise level, is kept). On a spike at step 
 metrics.json gets `n_spikes`, `spike_steps`, `first_spike_step`, `first_spike_blocks`,
 `spike_updates_dropped` and `spike_rebaseline_steps` (RunSummary reads `summary_fields`). No host sync:
 on a CPU the loss is read every step (free there); on a GPU it is copied to pinned memory asynchronously
-and judged one step late, so there a record's telemetry (`telemetry_steps`) is of steps N+1 and N+2 and
-`skip` drops step N+1's update (the GPU path is not exercised by the tests: no GPU here). Under DDP/FSDP
-one scalar all-reduce per step; `callbacks.spikes.enabled=false` removes it all.
+behind a CUDA event, and each step's loss is judged, in step order, once its event has completed:
+usually one step late, so there a record's telemetry (`telemetry_steps`) is of the step the host is on
+and the next, and `skip` drops that step's update. A loss still in flight `MAX_LATE` steps later is
+waited for (`event.synchronize()`, a host wait only when the host runs that far ahead): every step is
+judged, none dropped. The losses still in flight at the end of training are judged then (recorded, no
+update left to drop). Tested on CPU with an event that completes late (tests/training/callbacks/
+test_spike_late_events.py). Under DDP/FSDP one scalar all-reduce per step;
+`callbacks.spikes.enabled=false` removes it all.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
 import logging
 import math
@@ -46,6 +52,7 @@ import torch
 
 log = logging.getLogger(__name__)
 SPIKE_POLICIES = ("record", "skip")
+MAX_LATE = 3  # GPU: a step's loss not yet copied back this many steps later is waited for
 
 
 class SpikeWatch(L.Callback):
@@ -82,7 +89,8 @@ class SpikeWatch(L.Callback):
         self._loss_sum: torch.Tensor | None = None
         self._batch: Any = None
         self._batch_idx = 0
-        self._inflight: tuple[int, torch.Tensor, Any] | None = None  # GPU: the loss on its way
+        # GPU: (step, pinned loss, its CUDA event) per step not yet judged, oldest first
+        self._inflight: collections.deque[tuple[int, torch.Tensor, Any]] = collections.deque()
 
     def state_dict(self) -> dict[str, Any]:
         """The EMA state, so a resumed run keeps watching from where it was."""
@@ -120,10 +128,13 @@ class SpikeWatch(L.Callback):
         step_loss, self._loss_sum = self._loss_sum / accumulate, None
         if trainer.world_size > 1:  # every rank must agree on a spike: telemetry's reductions follow
             step_loss = trainer.strategy.reduce(step_loss.clone(), reduce_op="mean")
-        got = self._read(step_loss, trainer.global_step)
-        if got is None:
-            return
-        step, value = got
+        for step, value in self._read(step_loss, trainer.global_step):
+            self._judge(trainer, pl_module, step, value)
+
+    def _judge(
+        self, trainer: L.Trainer, pl_module: Any, step: int, value: float, can_drop: bool = True
+    ) -> None:
+        """One step's loss against the EMA: a spike, a new level after a row of them, or folded in."""
         if not math.isfinite(value):
             return  # the non-finite guard's business
         if self.ema is not None and self.seen >= self.warmup:
@@ -131,7 +142,7 @@ class SpikeWatch(L.Callback):
             if sigma > 0 and value > self.ema + self.threshold * sigma:
                 if self.in_a_row < self.max_consecutive:
                     self.in_a_row += 1
-                    self._spike(trainer, pl_module, step, value, sigma)
+                    self._spike(trainer, pl_module, step, value, sigma, can_drop)
                     return
                 self._rebaseline(trainer, step, value, sigma)
                 return
@@ -168,25 +179,50 @@ class SpikeWatch(L.Callback):
         self.ema, self.last, self.in_a_row = value, value, 0
         self.seen += 1
 
-    def _read(self, loss: torch.Tensor, step: int) -> tuple[int, float] | None:
-        """(step, loss) to judge now. On a CPU this step's (a host read costs nothing there). On a
-        GPU the loss is copied to pinned memory without waiting, and the previous step's copy is
-        read once its event has completed: no host sync, one step late."""
+    def _read(self, loss: torch.Tensor, step: int) -> list[tuple[int, float]]:
+        """The (step, loss) pairs to judge now, in step order. On a CPU this step's (a host read
+        costs nothing there). On a GPU the loss is copied to pinned memory without waiting, and
+        every earlier copy whose event has completed is read; one still in flight `MAX_LATE` steps
+        later is waited for, so no step goes unjudged."""
+        copied = self._copy_async(loss)
+        if copied is None:
+            return [(step, float(loss))]
+        self._inflight.append((step, *copied))
+        return self._ready(MAX_LATE)
+
+    def _ready(self, late: int) -> list[tuple[int, float]]:
+        """Pop the in-flight losses from the oldest while their copy is done; wait for the oldest
+        while more than `late` are in flight."""
+        out = []
+        while self._inflight:
+            step, buf, event = self._inflight[0]
+            if not event.query():
+                if len(self._inflight) <= late:
+                    break
+                event.synchronize()  # waited for, never dropped
+            self._inflight.popleft()
+            out.append((step, float(buf)))
+        return out
+
+    @staticmethod
+    def _copy_async(loss: torch.Tensor) -> tuple[torch.Tensor, Any] | None:
+        """A CUDA loss's copy to pinned host memory and the event that marks it done (query():
+        done yet?, synchronize(): wait); None for a loss the host reads for free (CPU)."""
         if loss.device.type != "cuda":
-            return step, float(loss)
-        earlier, self._inflight = self._inflight, None
+            return None
         buf = torch.empty((), dtype=loss.dtype, pin_memory=True)
         buf.copy_(loss.detach(), non_blocking=True)
         done = torch.cuda.Event()
         done.record()
-        self._inflight = (step, buf, done)
-        if earlier is None or not earlier[2].query():
-            return None
-        return earlier[0], float(earlier[1])
+        return buf, done
 
-    def _spike(self, trainer: L.Trainer, pl_module: Any, step: int, value: float, sigma: float) -> None:
+    def _spike(
+        self, trainer: L.Trainer, pl_module: Any, step: int, value: float, sigma: float, can_drop: bool
+    ) -> None:
         assert self.ema is not None
-        now = trainer.global_step  # == step on a CPU; step + 1 on a GPU (the loss is read late)
+        now = trainer.global_step  # == step on a CPU; later on a GPU (the loss is read late)
+        # one update to drop a step: two late spikes judged in one step drop it once
+        drops = self.on_spike == "skip" and can_drop and not getattr(pl_module, "skip_update", False)
         record: dict[str, Any] = {
             "step": step,
             "telemetry_steps": [now, now + 1],
@@ -196,12 +232,12 @@ class SpikeWatch(L.Callback):
             "z": (value - self.ema) / sigma,
             "threshold": self.threshold,
             "on_spike": self.on_spike,
-            "update_dropped": self.on_spike == "skip",
-            "update_dropped_step": now if self.on_spike == "skip" else None,
+            "update_dropped": drops,
+            "update_dropped_step": now if drops else None,
             **self._windows(trainer, step),
         }
         self.spikes.append(record)
-        if self.on_spike == "skip":
+        if drops:
             pl_module.skip_update = True  # consumed by this step's clipping: exactly one update dropped
             self.dropped += 1
         if trainer.is_global_zero:
@@ -212,7 +248,7 @@ class SpikeWatch(L.Callback):
                 self.ema,
                 record["z"],
                 self.threshold,
-                "; update dropped (callbacks.spikes.on_spike=skip)" if self.on_spike == "skip" else "",
+                "; update dropped (callbacks.spikes.on_spike=skip)" if drops else "",
             )
         telemetry = self._telemetry(trainer)
         if telemetry is None or len(self.spikes) > self.max_records:
@@ -278,6 +314,8 @@ class SpikeWatch(L.Callback):
             self._complete(trainer, record)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        for step, value in self._ready(0):  # GPU: the last steps' losses, waited for
+            self._judge(trainer, pl_module, step, value, can_drop=False)
         for record in list(self._pending):
             self._complete(trainer, record)
 

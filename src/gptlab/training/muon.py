@@ -1,0 +1,103 @@
+"""torch.optim.Muon's update, batched over same-shape matrices, and skippable on a device flag.
+
+torch's Muon (2.13) orthogonalises one matrix at a time: ~23 ops per matrix, 1,666 a step for
+GPT-2's 72 hidden matrices, each a kernel launch and host time on a GPU. Its Newton–Schulz iteration
+is the same for every matrix of one shape, so `BatchedMuon` stacks them and runs it once per shape:
+`torch.baddbmm` in place of `torch.addmm`, the Frobenius norm per matrix (`_foreach_norm`), the
+momentum, Nesterov blend, decoupled decay and step as torch computes them (lerp, then mul and add on
+the float32 weights). Same formulas and dtypes, so on a CPU the weights and buffers equal torch's bit
+for bit (tests/training/test_muon_batched.py; a batched GPU matmul may round a bfloat16 product
+differently from a single one: bf16 rounding).
+
+`found_inf` (a device tensor, nonzero = drop this step) is the non-finite guard's flag, as fused
+AdamW reads it: the weights and momentum buffers keep their values through `torch.where`, without a
+host read. State and groups are torch.optim.Muon's own (`momentum_buffer` per matrix), so checkpoints
+load either way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+# stack at most this many elements of one shape at once: bounds the transient copies (several
+# stacks of this size, float32 and bfloat16) at 7B shapes; GPT-2's shapes fit in one stack each
+MAX_STACK = 1 << 26
+
+
+class BatchedMuon(torch.optim.Muon):
+    """torch.optim.Muon with its update run per stack of same-shape matrices (module doc)."""
+
+    found_inf: torch.Tensor | None = None
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        skip = None if self.found_inf is None else self.found_inf != 0
+        for group in self.param_groups:
+            for params in _stacks([p for p in group["params"] if p.grad is not None]):
+                self._update(group, params, skip)
+        return loss
+
+    def _update(self, group: dict, params: list[torch.Tensor], skip: torch.Tensor | None) -> None:
+        for p in params:
+            if "momentum_buffer" not in self.state[p]:
+                self.state[p]["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        bufs = [self.state[p]["momentum_buffer"] for p in params]
+        mu, lr, wd = group["momentum"], float(group["lr"]), group["weight_decay"]
+        grads = torch.stack([p.grad for p in params])
+        old_bufs = torch.stack(bufs)
+        new_bufs = old_bufs.lerp(grads, 1 - mu)
+        update = grads.lerp(new_bufs, mu) if group["nesterov"] else new_bufs
+        ortho = newton_schulz(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
+        old = torch.stack(params)
+        new = old.mul(1 - lr * wd).add_(ortho, alpha=-_adjust_lr(lr, group["adjust_lr_fn"], params[0].shape))
+        if skip is not None:  # the guard's drop, on the device: NaN never reaches weights or buffers
+            new = torch.where(skip, old, new)
+            new_bufs = torch.where(skip, old_bufs, new_bufs)
+        torch._foreach_copy_(params, list(new.unbind(0)))
+        torch._foreach_copy_(bufs, list(new_bufs.unbind(0)))
+
+
+def newton_schulz(
+    g: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float
+) -> torch.Tensor:
+    """torch's quintic Newton–Schulz (`torch.optim._muon._zeropower_via_newtonschulz`) on a stack
+    (k, A, B) of matrices: bfloat16, wide side first, each matrix over its own Frobenius norm."""
+    a, b, c = coefficients
+    x = g.bfloat16()
+    tall = g.size(-2) > g.size(-1)
+    if tall:
+        x = x.mT
+    norms = torch.stack(torch._foreach_norm(list(x.unbind(0))))
+    x = x / norms.clamp(min=eps)[:, None, None]
+    for _ in range(steps):
+        gram = x @ x.mT
+        x = torch.baddbmm(x, torch.baddbmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x.mT if tall else x
+
+
+def _adjust_lr(lr: float, adjust_lr_fn: str | None, shape: torch.Size) -> float:
+    """The step's LR for an (A, B) matrix, torch.optim.Muon's two rules: sqrt(max(1, A/B))
+    (Jordan's, "original") or 0.2·sqrt(max(A, B)) (Moonlight's match_rms_adamw)."""
+    rows, cols = shape[:2]
+    if adjust_lr_fn is None or adjust_lr_fn == "original":
+        return lr * math.sqrt(max(1, rows / cols))
+    return lr * (0.2 * math.sqrt(max(rows, cols)))
+
+
+def _stacks(params: list[torch.Tensor]) -> list[list[torch.Tensor]]:
+    """The parameters by shape (dtype and device too), in stacks of at most MAX_STACK elements."""
+    by_shape: dict[tuple, list[torch.Tensor]] = {}
+    for p in params:
+        by_shape.setdefault((tuple(p.shape), p.dtype, p.device), []).append(p)
+    out = []
+    for same in by_shape.values():
+        per = max(1, MAX_STACK // max(1, same[0].numel()))
+        out.extend(same[i : i + per] for i in range(0, len(same), per))
+    return out
