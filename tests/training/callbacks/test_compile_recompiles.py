@@ -4,8 +4,9 @@ L = 12 blocks, telemetry every 5 steps, CPU, through the LightningModule's own c
 (→ strategies.compile_blocks). Warm-up covers the first log step (step 4); from step 6 on,
 `torch._dynamo.config.error_on_recompile` turns any recompilation into an exception, and the
 count of compiled graphs must not move across the log steps 9 and 14: one for ordinary steps, one
-for the loss, one for log steps (the attention's `keep_qk` flag is a guard), both built by step 4. (Before the telemetry tap
-moved into GPT's eager loop, each log step registered a fresh forward hook per block, Dynamo
+for the loss, one for log steps (the attention's `keep_qk` flag is a guard), all built by step 4.
+(Before the telemetry tap moved into GPT's eager loop, each log step registered a fresh forward
+hook per block, Dynamo
 guarded on the hook's closure and recompiled once per block until recompile_limit.)
 
 The backend is Dynamo's "eager": recompilation is decided by Dynamo's guards before any backend

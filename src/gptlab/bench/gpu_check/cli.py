@@ -67,7 +67,9 @@ def run_sections(shapes: Shapes, only: Sequence[str], workdir: Path) -> dict[str
 def main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m gptlab.bench.gpu_check", description=__doc__)
     p.add_argument("--dry-run", action="store_true", help="tiny shapes on a CPU (the suite's test)")
-    p.add_argument("--out", default=os.environ.get("OUT", "gpu_check_out"), help="where the JSON and table go")
+    p.add_argument(
+        "--out", default=os.environ.get("OUT", "gpu_check_out"), help="where the JSON and table go"
+    )
     p.add_argument("--only", default="", help="comma-separated sections (default: all, in order)")
     p.add_argument("--budget", type=float, default=None, help="seconds for all sections")
     args = p.parse_args(argv)

@@ -50,8 +50,12 @@ def setup(ctx: Context, model: tuple[str, ...], *extra: str) -> Setup:
     accelerator, _ = resolve_devices(cfg)
     dm = TokenDataModule(cfg.data, block_size=cfg.model.block_size, seed=cfg.seed)
     dm.prepare()
-    device = torch.device("cuda", torch.cuda.current_device()) if accelerator == "gpu" else torch.device("cpu")
-    return Setup(cfg, model_config(cfg, dm.vocab_size), device, accelerator, resolve_precision(cfg, accelerator))
+    device = (
+        torch.device("cuda", torch.cuda.current_device()) if accelerator == "gpu" else torch.device("cpu")
+    )
+    return Setup(
+        cfg, model_config(cfg, dm.vocab_size), device, accelerator, resolve_precision(cfg, accelerator)
+    )
 
 
 def speed(s: Setup, timing: Any, steps: int) -> dict[str, Any]:
@@ -103,7 +107,9 @@ def bare(ctx: Context, compiled: bool) -> dict[str, Any]:
     return speed(s, bare_run(s.cfg, s.model_cfg, s.device, s.precision, sh.warmup, sh.steps), sh.steps)
 
 
-def lightning(ctx: Context, model: tuple[str, ...], *extra: str, telemetry: int | None = None) -> dict[str, Any]:
+def lightning(
+    ctx: Context, model: tuple[str, ...], *extra: str, telemetry: int | None = None
+) -> dict[str, Any]:
     """The Lightning path with the default callbacks: speed, the optimizer, host syncs per step."""
     from gptlab.bench.lightning_loop import lightning_run
     from gptlab.bench.timing import peak_memory
@@ -114,7 +120,15 @@ def lightning(ctx: Context, model: tuple[str, ...], *extra: str, telemetry: int 
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=ctx.workdir))
     with recording() as seen:
         t = lightning_run(
-            s.cfg, s.model_cfg, s.device, s.accelerator, telemetry, sh.warmup, sh.steps, run_dir, [probe, counter]
+            s.cfg,
+            s.model_cfg,
+            s.device,
+            s.accelerator,
+            telemetry,
+            sh.warmup,
+            sh.steps,
+            run_dir,
+            [probe, counter],
         )
     n = syncs(seen)
     return {
@@ -142,7 +156,10 @@ def parity(ctx: Context) -> dict[str, Any]:
 
     sh = ctx.shapes
     out: dict[str, list[float]] = {}
-    for name, precision, compiled in (("fp32_eager", "32-true", False), ("bf16_compiled", "bf16-mixed", True)):
+    for name, precision, compiled in (
+        ("fp32_eager", "32-true", False),
+        ("bf16_compiled", "bf16-mixed", True),
+    ):
         s = setup(ctx, ctx.shapes.gpt2, f"compile={str(compiled).lower()}", f"trainer.precision={precision}")
         losses: list[torch.Tensor] = []
         before = torch.get_float32_matmul_precision()
@@ -205,4 +222,3 @@ def with_graphs(fn: Any, ctx: Context) -> dict[str, Any]:
     before = graphs()
     result = fn(ctx)
     return {**result, "graphs_compiled": graphs() - before}
-
