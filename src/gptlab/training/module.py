@@ -91,7 +91,7 @@ class GPTLightningModule(L.LightningModule):
         if coef > 0 and log_z is not None:
             z = log_z.pow(2).mean()
             self.last_z = z.detach()
-            return ce + coef * z
+            return ce + z * coef  # the log step (telemetry) path
         return ce
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
