@@ -11,7 +11,7 @@ else
 TORCH_SPEC ?= torch==2.13.0
 endif
 
-.PHONY: install train test test-fast lint format sweep bench report mutants clean
+.PHONY: install train test test-fast lint format sweep bench report mutants clean gpu-wheels
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -61,6 +61,12 @@ report: install
 # Deliberate breakages of src/ the suite must catch (slow; not CI): `make mutants ARGS="--only causal_mask"`
 mutants: install
 	$(BIN)/python scripts/mutation_check.py $(ARGS)
+
+# The packages the lent GPU image lacks (hydra-core, omegaconf, antlr4, datasets, dill, multiprocess),
+# pinned to this venv, as CPython 3.12 manylinux wheels in .whl/ (git-ignored; carried to the device;
+# docs/performance.md, GPU check)
+gpu-wheels: install
+	$(BIN)/python dev/gpu_wheels.py --dest .whl
 
 clean:
 	rm -rf $(VENV) outputs multirun .cache

@@ -712,6 +712,19 @@ MUTANTS: list[Mutant] = [
     Mutant("checkpoint_last_links_stale_best", "training/callbacks/one_write_checkpoint.py",
            "            and self._last_global_step_saved == trainer.global_step\n", "",
            "last.ckpt links to a best.ckpt of an earlier step: a resume goes back in time"),
+    # --- GPU defaults (issue 43): compile on a GPU, TF32, the compiled loss ---
+    Mutant("gpu_compile_default_off", "training/gpu_defaults.py",
+           'return accelerator in ("gpu", "cuda")', "return False",
+           "trainer=gpu (and auto on CUDA) trains eager unless compile=true is given"),
+    Mutant("gpu_tf32_not_enabled", "training/gpu_defaults.py",
+           '    torch.set_float32_matmul_precision("high")\n', "",
+           "fp32 matmuls on a GPU stay at plain fp32 (7x slower on an H100)"),
+    Mutant("loss_not_compiled", "training/loss.py",
+           "return torch.compile(token_losses) if compiled else token_losses", "return token_losses",
+           "compile=true leaves the fp32 logits cast and cross-entropy eager"),
+    Mutant("loss_z_term_dropped", "training/loss.py",
+           "return ce, torch.logsumexp(flat, dim=-1).pow(2).mean()", "return ce, ce * 0",
+           "optim.z_loss has no effect on steps without logit statistics"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -283,7 +283,9 @@ class TrainConfig:
     experiment: Any = None  # the name of the experiment preset, set by conf/experiment/*.yaml
     seed: int = 1337
     ckpt_path: str | None = None  # resume from this Lightning checkpoint
-    compile: bool = False  # torch.compile the model
+    # torch.compile the blocks, final norm and loss; null: on when the accelerator is a GPU
+    # (gptlab.training.gpu_defaults.resolve_compile)
+    compile: bool | None = None
 
     def __post_init__(self) -> None:
         """Choices that are fine alone but not together, refused before start-up in one line."""

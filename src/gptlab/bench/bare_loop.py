@@ -8,7 +8,6 @@ import time
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 
 from gptlab.bench.timing import Marks, Timing, counters, sync, timing, window_end
 from gptlab.config import TrainConfig
@@ -24,9 +23,17 @@ def autocast(device: torch.device, precision: str) -> contextlib.AbstractContext
 
 
 def bare_run(
-    cfg: TrainConfig, model_cfg: GPTConfig, device: torch.device, precision: str, warmup: int, steps: int
+    cfg: TrainConfig,
+    model_cfg: GPTConfig,
+    device: torch.device,
+    precision: str,
+    warmup: int,
+    steps: int,
+    losses: list[torch.Tensor] | None = None,
 ) -> Timing:
-    """A plain loop: same GPT, AdamW, schedule, clipping and DataLoader as the LightningModule."""
+    """A plain loop: same GPT, AdamW, schedule, clipping and DataLoader as the LightningModule.
+    `losses`, when given, receives every step's loss (detached, on the device: no sync)."""
+    from gptlab.training.loss import loss_fn
     from gptlab.training.optim import build_adamw, lr_factor
     from gptlab.training.strategies import compile_blocks
 
@@ -35,6 +42,7 @@ def bare_run(
     if cfg.compile:
         compile_blocks(model)
     model.train()
+    objective = loss_fn(bool(cfg.compile))  # the LightningModule's loss, compiled with the blocks
     opt = build_adamw(model, cfg.optim, device.type)
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(cfg.optim, warmup + steps))
     dm = TokenDataModule(cfg.data, block_size=model_cfg.block_size, seed=cfg.seed)
@@ -52,8 +60,10 @@ def bare_run(
         batch = batch.to(device, non_blocking=True)
         with autocast(device, precision):
             logits = model(batch[:, :-1])
-            loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
+            loss, _ = objective(logits, batch[:, 1:], 0.0)
         loss.backward()
+        if losses is not None:
+            losses.append(loss.detach())
         del logits, loss  # as Lightning's loop does: the next forward can reuse their memory
         # the Lightning path's work: the global norm every step (its non-finite guard drops a bad
         # update, with a host read on a non-fused optimizer), then the clip when one is set

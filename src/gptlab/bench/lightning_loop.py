@@ -52,8 +52,10 @@ def lightning_run(
     warmup: int,
     steps: int,
     run_dir: Path,
+    extra: list[L.Callback] | None = None,
 ) -> Timing:
-    """Our LightningModule + TokenDataModule + app's Trainer and default callbacks, timed per step."""
+    """Our LightningModule + TokenDataModule + app's Trainer and default callbacks, timed per step
+    (`extra` callbacks go before the timer: gptlab.bench.gpu_check's probes)."""
     from gptlab.data.spec import tokenizer_spec
     from gptlab.training.callbacks.summary import RunSummary
     from gptlab.training.callbacks.telemetry import LayerTelemetry
@@ -82,7 +84,8 @@ def lightning_run(
         model=dataclasses.asdict(model_cfg),
         optim=dataclasses.asdict(cfg.optim),
         bytes_per_token=dm.bytes_per_token,
-        compile=cfg.compile,
+        compile=bool(cfg.compile),
+        fsdp=dataclasses.asdict(cfg.trainer.fsdp) if cfg.trainer.strategy == "fsdp" else None,
         tokenizer=tokenizer_spec(dm.tokenizer),
     )
     loggers = build_loggers(cfg.logger, run_dir, "bench", {"bench": True}, 0)
@@ -90,7 +93,7 @@ def lightning_run(
     telemetry_cb = [c for c in callbacks if isinstance(c, LayerTelemetry)]
     hooks = HookClock(telemetry_cb[0], device) if telemetry_cb else None
     timer = StepTimer(device, warmup, steps, hooks)
-    callbacks = [*callbacks, timer]
+    callbacks = [*callbacks, *(extra or []), timer]
     trainer = build_trainer(cfg, accelerator, 1, run_dir, loggers, callbacks)
     trainer.limit_val_batches = 0  # no validation inside the timed window (Lightning reads it at fit)
     try:

@@ -128,10 +128,13 @@ def _timed(
 def _run_bench(cfg: TrainConfig, opts: BenchOptions, workdir: Path | None) -> BenchResult:
     from gptlab.training.app import model_config
     from gptlab.training.callbacks.throughput import peak_flops
+    from gptlab.training.gpu_defaults import enable_tf32, resolve_compile
     from gptlab.training.trainer import resolve_devices, resolve_precision
 
     cfg = dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, devices=1))
     accelerator, _ = resolve_devices(cfg)
+    cfg = dataclasses.replace(cfg, compile=resolve_compile(cfg.compile, accelerator))
+    enable_tf32(accelerator)
     precision = resolve_precision(cfg, accelerator)
     if precision not in PRECISIONS:
         raise ValueError(

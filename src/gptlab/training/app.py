@@ -30,6 +30,7 @@ from gptlab.training.callbacks.nonfinite import EXIT_NONFINITE, NonFiniteError
 from gptlab.training.callbacks.preemption import EXIT_PREEMPTED
 from gptlab.training.callbacks.summary import RunSummary, write_json_atomic
 from gptlab.training.callbacks.tasks import task_lines
+from gptlab.training.gpu_defaults import enable_tf32, resolve_compile
 from gptlab.training.job_identity import job_overrides, job_tags, run_name, sweep_arm_key
 from gptlab.training.launch import LocalWorkers, externally_launched
 from gptlab.training.loggers import ablation_fields, build_loggers, finish_wandb
@@ -79,6 +80,8 @@ def model_config(cfg: TrainConfig, vocab_size: int, tokenizer: Any = None) -> GP
 def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
     """One training job in this process (and, for several local devices, its worker processes)."""
     accelerator, devices = resolve_devices(cfg)
+    compile_model = resolve_compile(cfg.compile, accelerator)
+    enable_tf32(accelerator)
     tasks = task_callbacks(cfg)  # names checked, task files read: a bad one fails before the data is prepared
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = TokenDataModule(cfg.data, block_size=cfg.model.block_size, seed=cfg.seed)
@@ -98,7 +101,7 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
             model=dataclasses.asdict(model_cfg),
             optim=dataclasses.asdict(cfg.optim),
             bytes_per_token=datamodule.bytes_per_token,
-            compile=cfg.compile,
+            compile=compile_model,
             fsdp=dataclasses.asdict(cfg.trainer.fsdp) if cfg.trainer.strategy == "fsdp" else None,
             tokenizer=tokenizer_spec(datamodule.tokenizer),
         )
@@ -192,7 +195,9 @@ def generate_sample(cfg: TrainConfig, module: GPTLightningModule, datamodule: To
     gen = torch.Generator(device=module.device).manual_seed(cfg.seed)
     settings = (s.max_new_tokens, s.temperature, s.top_k, s.top_p)
     warn_undecodable(module.model.cfg.vocab_size, tok.vocab_size)
-    ids = list(sample_tokens(module.model, prompt, *settings, gen, decodable=tok.vocab_size))
+    # eager: every new length would be another graph of the compiled blocks (compile on a GPU)
+    with torch.compiler.set_stance("force_eager"):
+        ids = list(sample_tokens(module.model, prompt, *settings, gen, decodable=tok.vocab_size))
     return tok.decode(prompt + ids)
 
 

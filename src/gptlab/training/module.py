@@ -13,6 +13,7 @@ from gptlab.model import GPT, GPTConfig
 from gptlab.training.callbacks.nonfinite import NonFiniteGuard, drop_update, global_norm
 from gptlab.training.callbacks.throughput import tokens_per_step
 from gptlab.training.checkpoint_io import check_resumable, check_same_optimizer
+from gptlab.training.loss import LossFn, loss_fn, token_losses
 from gptlab.training.optim import build_optimizer, lr_factor
 from gptlab.training.validation import loss_sum_and_count, val_metrics
 
@@ -48,6 +49,7 @@ class GPTLightningModule(L.LightningModule):
         self.want_logit_stats = False
         self.logit_stats: torch.Tensor | None = None
         self.skip_update = False  # set by the spike callback (on_spike=skip): drop this step's update
+        self._loss_fn: LossFn = token_losses  # configure_model compiles it with the blocks
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """A checkpoint of another architecture fails here in one line, not in load_state_dict."""
@@ -60,7 +62,9 @@ class GPTLightningModule(L.LightningModule):
         """Apply FSDP2 sharding (trainer.strategy=fsdp) and torch.compile, outside the model code."""
         from gptlab.training.strategies import parallelize
 
-        parallelize(self, self.hparams.get("fsdp"), compile_model=bool(self.hparams.get("compile")))
+        compiled = bool(self.hparams.get("compile"))
+        parallelize(self, self.hparams.get("fsdp"), compile_model=compiled)
+        self._loss_fn = loss_fn(compiled)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.model(idx)
@@ -70,17 +74,24 @@ class GPTLightningModule(L.LightningModule):
         log Z = logsumexp of a position's logits (PaLM's z-loss: it keeps log Z near 0)."""
         x, y = batch[:, :-1], batch[:, 1:]
         logits = self.model(x)
+        coef = self.optim_cfg.z_loss
+        if not self.want_logit_stats:  # compiled with the blocks under `compile`
+            ce, z = self._loss_fn(logits, y, coef)
+            self.last_ce = ce.detach()
+            if z is None:
+                return ce
+            self.last_z = z.detach()
+            return ce + coef * z
         flat = logits.float().reshape(-1, logits.size(-1))
         ce = F.cross_entropy(flat, y.reshape(-1))
         self.last_ce = ce.detach()
-        coef = self.optim_cfg.z_loss
         log_z = torch.logsumexp(flat, dim=-1) if coef > 0 or self.want_logit_stats else None
         if self.want_logit_stats and log_z is not None:
             self.logit_stats = logit_moments(flat.detach(), log_z.detach())
         if coef > 0 and log_z is not None:
             z = log_z.pow(2).mean()
             self.last_z = z.detach()
-            return ce + coef * z
+            return ce + z * coef  # the log step (telemetry) path
         return ce
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:

@@ -180,6 +180,9 @@ def mixed_precision_policy(precision: str, enabled: bool) -> Any:
 
 def compile_blocks(model: Any) -> None:
     """torch.compile each block in place: identical blocks share one graph, and FSDP2's per-block
-    hooks stay outside the compiled regions (also what gptlab.bench's bare loop runs)."""
+    hooks stay outside the compiled regions (also what gptlab.bench's bare loop runs). The loss
+    after the head compiles as gptlab.training.loss.loss_fn; the head's matmul is one GEMM either
+    way, and the final norm ((B, T, d), 1/65 of GPT-2's (B, T, V) logits) stays eager: a
+    torch.nn norm compiled alone gives Dynamo no graph (torch 2.13 skips its frame)."""
     for block in model.blocks:
         block.compile()

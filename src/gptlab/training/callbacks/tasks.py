@@ -155,7 +155,13 @@ class TaskEvaluation(L.Callback):
         was_training = model.training
         model.eval()
         try:
-            with torch.no_grad(), trainer.precision_plugin.forward_context():
+            # eager even with compiled blocks: scoring's (batch, length) shapes and no_grad would
+            # each make Dynamo build more graphs (minutes apiece on a GPU at scale) for a few forwards
+            with (
+                torch.no_grad(),
+                trainer.precision_plugin.forward_context(),
+                torch.compiler.set_stance("force_eager"),
+            ):
                 for name, items in self.items.items():
                     metrics = self._score(trainer, model, pl_module.device, items)
                     if metrics["cut"] and name not in self._warned and trainer.global_rank == 0:
