@@ -61,7 +61,9 @@ def test_bad_attention_inputs_name_the_field_and_what_is_accepted(extra: dict, m
 
 def test_elementwise_gate_under_mup_has_q_projs_rules() -> None:
     """W_g (d → d) is a hidden matrix of fan-in d: init σ·m^(-1/2) and Adam LR × 1/m, as q_proj."""
-    cfg = GPTConfig(**SMALL | {"n_embd": 128}, attn_gate="elementwise", parametrization="mup", mup_base_width=16)
+    cfg = GPTConfig(
+        **SMALL | {"n_embd": 128}, attn_gate="elementwise", parametrization="mup", mup_base_width=16
+    )
     torch.manual_seed(0)
     model = GPT(cfg)
     groups = {id(p): g for g in build_adamw(model, OptimConfig(), "cpu").param_groups for p in g["params"]}
@@ -114,7 +116,9 @@ def test_activation_checkpointing_keeps_the_gradients() -> None:
         assert torch.equal(grads[1][n], g), n
 
 
-@pytest.mark.parametrize("extra", [{"attn_gate": "headwise"}, {"attn_gate": "elementwise", "attn_softcap": 30.0}])
+@pytest.mark.parametrize(
+    "extra", [{"attn_gate": "headwise"}, {"attn_gate": "elementwise", "attn_softcap": 30.0}]
+)
 def test_flop_formula_counts_the_gate_and_the_explicit_path(extra: dict) -> None:
     """W_g's d·n_head (or d·d) weights a layer enter N, so 6·N counts the gate's matmul; the
     soft-capped path's q·kᵀ and p·v are the two matmuls of 12·L·T·d. FlopCounterMode agrees within

@@ -189,8 +189,14 @@ class GPTConfig:
                     f"model.{name}={getattr(self, name)!r} needs model.pos_emb=rope (it says where RoPE "
                     f"acts), got pos_emb={self.pos_emb!r}; accepted with it: {name}={off}"
                 )
-        if self.pos_emb == "rope" and frac < 1 and (
-            not math.isclose(frac * self.head_dim, self.rope_dims) or self.rope_dims % 2 or not self.rope_dims
+        if (
+            self.pos_emb == "rope"
+            and frac < 1
+            and (
+                not math.isclose(frac * self.head_dim, self.rope_dims)
+                or self.rope_dims % 2
+                or not self.rope_dims
+            )
         ):
             raise ValueError(
                 f"model.rope_fraction={frac} of d_head={self.head_dim} is not an even whole number of "

@@ -82,7 +82,9 @@ def reference(model: Any, idx: torch.Tensor) -> dict[str, float]:
         out[f"attn_entropy/block_{i:02d}"] = float(-plogp.sum(-1).mean())
         out[f"attn_sink/block_{i:02d}"] = float(p[:, :, 1:, 0].mean())  # rows t >= 1, mass on key 0
         if cfg.attn_gate != "none":
-            out[f"attn_gate/block_{i:02d}"] = float(torch.sigmoid(h @ attn.gate_proj.weight.double().T).mean())
+            out[f"attn_gate/block_{i:02d}"] = float(
+                torch.sigmoid(h @ attn.gate_proj.weight.double().T).mean()
+            )
         x = block(x, rope if cfg.rotates(i) else None)
     if cfg.logit_softcap:  # pre-norm, tied: the head written out, then the cap
         assert cfg.norm_placement == "pre" and cfg.tie_embeddings
@@ -170,8 +172,18 @@ def train(steps: int, scale: tuple[int | None, float] | None = None, **model: An
         {"pos_emb": "none"},
         {"attn_softcap": 2.0, "logit_softcap": 1.5, "n_head": 4, "n_kv_head": 1},
     ],
-    ids=["pre-rope", "pre-rope-qknorm", "post-learned", "mup", "gqa", "gate-head", "gate-elem",
-         "partial-nope", "no-pos", "softcaps"],  # fmt: skip
+    ids=[
+        "pre-rope",
+        "pre-rope-qknorm",
+        "post-learned",
+        "mup",
+        "gqa",
+        "gate-head",
+        "gate-elem",
+        "partial-nope",
+        "no-pos",
+        "softcaps",
+    ],  # fmt: skip
 )
 def test_attention_and_logit_telemetry_equal_plain_torch(model: dict[str, Any]) -> None:
     # q and k of every block x8: peaked attention (logits of order 1-10, not ~0.05), so that an

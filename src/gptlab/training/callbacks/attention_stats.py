@@ -24,9 +24,10 @@ def attention_stats(
     passes its own), soft-capped c·tanh(·/c) when `cap` is given (the logits the softmax sees, so
     their max is at most c), over the pairs key ≤ query; entropy -Σ p log p of each row's softmax
     (hidden pairs have p = 0, and entr(0) = 0); sink: each row's p on key 0, over the rows t >= 1
-    (row 0 can attend to nothing else). One score tensor per chunk of sequences. Keys with fewer heads than the queries
-    (grouped-query: query head h reads key head h // (H / H_kv)) are broadcast over their group,
-    so the statistics stay per query head, the same rows as multi-head attention's."""
+    (row 0 can attend to nothing else). One score tensor per chunk of sequences. Keys with fewer
+    heads than the queries (grouped-query: query head h reads key head h // (H / H_kv)) are
+    broadcast over their group, so the statistics stay per query head, the same rows as
+    multi-head attention's."""
     B, H, T, D = q.shape
     if k.shape[1] != H:  # (B, H_kv, group, T, Dh) against (B, H_kv, 1, T, Dh): no copy of k
         q, k = q.reshape(B, k.shape[1], H // k.shape[1], T, D), k.unsqueeze(2)

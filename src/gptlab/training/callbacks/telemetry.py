@@ -178,7 +178,9 @@ class LayerTelemetry(L.Callback):
         self._fwd[f"attn/{i - 1}"] = torch.cat([torch.stack([top.double(), ent, sink]), counts])
         if attn.kept_gate is not None:  # model.attn_gate: Σ gate and its count (a token-weighted mean)
             gate, attn.kept_gate = attn.kept_gate, None
-            self._fwd[f"gate/{i - 1}"] = torch.stack([gate.sum(dtype=torch.float64), ent.new_tensor(gate.numel())])
+            self._fwd[f"gate/{i - 1}"] = torch.stack(
+                [gate.sum(dtype=torch.float64), ent.new_tensor(gate.numel())]
+            )
 
     def on_before_backward(self, trainer: L.Trainer, pl_module: Any, loss: torch.Tensor) -> None:
         if pl_module.want_logit_stats:
