@@ -152,6 +152,13 @@ REFUSED = [
     (GPT2_SHAPE | {"tie_embeddings": False}, "tie_embeddings=False", "True"),
     (GPT2_SHAPE | {"pos_emb": "rope"}, "pos_emb='rope'", "'learned'"),
     (GPT2_SHAPE | {"n_kv_head": 2}, "n_kv_head=2", "None"),
+    # issue 46: neither target has these (transformers 5.25's Llama rotates every head dimension)
+    ({"pos_emb": "none"}, "pos_emb='none'", "'rope'"),
+    ({"rope_fraction": 0.5}, "rope_fraction=0.5", "1.0"),
+    ({"nope_every": 4}, "nope_every=4", "None"),
+    ({"attn_gate": "headwise"}, "attn_gate='headwise'", "'none'"),
+    ({"attn_softcap": 50.0}, "attn_softcap=50.0", "None"),
+    ({"logit_softcap": 30.0}, "logit_softcap=30.0", "None"),
 ]
 
 

@@ -80,6 +80,19 @@ CASES = {
     "bf16_checkpointed": (cfg(n_layer=2, activation_checkpointing="full"), 4, 1, "bf16-mixed"),
     "gqa_bf16": (cfg(n_kv_head=2), 4, 1, "bf16-mixed"),
     "mqa_fp32_accumulate": (cfg(n_kv_head=1, n_layer=2), 3, 2, "32-true"),
+    # issue 46: W_g's weights and gates, and the soft-capped path's explicit T×T scores
+    "gated_capped_bf16": (
+        cfg(attn_gate="elementwise", attn_softcap=30.0, logit_softcap=20.0),
+        4,
+        1,
+        "bf16-mixed",
+    ),
+    "headwise_partial_nope_fp32": (
+        cfg(n_layer=2, attn_gate="headwise", rope_fraction=0.5, nope_every=2),
+        3,
+        1,
+        "32-true",
+    ),
 }
 
 

@@ -14,6 +14,17 @@ from gptlab.model.config import GPTConfig
 ARCHS: dict[str, ModuleType] = {llama.KIND: llama, gpt2.KIND: gpt2}  # tried in this order
 MODEL_TYPES = tuple(ARCHS)
 ARCHITECTURES = {kind: arch.ARCHITECTURE for kind, arch in ARCHS.items()}
+# attention switches neither target has (field: its off value, what the targets lack); pos_emb=none
+# is refused by each target's REQUIRED pos_emb. Llama's default RoPE in transformers 5.25 rotates
+# every head dimension (its partial_rotary_factor is read by other model types), and Gemma 2's soft
+# caps are not mapped here (Gemma2ForCausalLM's blocks also differ: (1 + w) norms, sandwich norms)
+ATTENTION_OFF: dict[str, tuple[object, str]] = {
+    "rope_fraction": (1.0, "their RoPE rotates every head dimension"),
+    "nope_every": (None, "every layer applies the same position encoding"),
+    "attn_gate": ("none", "no gate on the attention output"),
+    "attn_softcap": (None, "no cap on the attention logits"),
+    "logit_softcap": (None, "no cap on the output logits"),
+}
 
 
 def check_exportable(cfg: GPTConfig) -> str:
@@ -47,6 +58,12 @@ def check_exportable(cfg: GPTConfig) -> str:
             f"model.norm_placement={cfg.norm_placement!r} cannot be expressed by "
             "LlamaForCausalLM or GPT2LMHeadModel (both are pre-norm); accepted: 'pre'"
         )
+    for name, (off, why) in ATTENTION_OFF.items():
+        if getattr(cfg, name) != off:
+            raise ValueError(
+                f"model.{name}={getattr(cfg, name)!r} cannot be expressed by LlamaForCausalLM or "
+                f"GPT2LMHeadModel ({why}); accepted: {off!r}"
+            )
     misses = {kind: _misses(cfg, arch) for kind, arch in ARCHS.items()}
     for kind in MODEL_TYPES:
         if not misses[kind]:

@@ -1,5 +1,6 @@
 """Causal self-attention through SDPA (multi-head, grouped-query or multi-query), with optional rotary
-position embedding and QK-norm."""
+position embedding (on all of each head's dimensions or a leading fraction), QK-norm, an output gate
+and a soft cap on the attention logits."""
 
 from __future__ import annotations
 
@@ -20,9 +21,36 @@ def rope_tables(head_dim: int, length: int, theta: float) -> tuple[torch.Tensor,
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate (B, H, T, Dh) queries or keys by position: x·cos + rotate_half(x)·sin."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+    """Rotate (B, H, T, Dh) queries or keys by position: x·cos + rotate_half(x)·sin on the first
+    r = cos.shape[-1] dimensions of each head (all of them unless model.rope_fraction < 1; the
+    leading ones, as GPT-NeoX and Phi's partial rotary do), the other Dh - r passed through."""
+    r = cos.shape[-1]
+    rot, rest = (x, None) if r == x.shape[-1] else (x[..., :r], x[..., r:])
+    x1, x2 = rot.chunk(2, dim=-1)
+    rot = rot * cos + torch.cat([-x2, x1], dim=-1) * sin
+    return rot if rest is None else torch.cat([rot, rest], dim=-1)
+
+
+def softcap(x: torch.Tensor, cap: float) -> torch.Tensor:
+    """Gemma 2's soft cap c·tanh(x/c): about x where |x| << c, never beyond ±c (Gemma Team 2024)."""
+    return cap * torch.tanh(x / cap)
+
+
+def capped_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cap: float, scale: float | None, dropout: float
+) -> torch.Tensor:
+    """softmax(c·tanh(q·kᵀ·scale / c) + causal mask)·v, written out: SDPA's fused kernels take no
+    function of the logits, so this path materialises the T×T scores (the memory of SDPA's math
+    backend). Key/value heads are repeated for their query heads (grouped-query attention)."""
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    s = softcap((q @ k.transpose(-1, -2)) * scale, cap)
+    T = q.shape[-2]
+    s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=q.device).tril(), float("-inf"))
+    p = torch.softmax(s.float(), dim=-1).to(q.dtype)
+    return F.dropout(p, dropout) @ v
 
 
 class CausalSelfAttention(nn.Module):
@@ -35,6 +63,10 @@ class CausalSelfAttention(nn.Module):
     With n_kv_head < n_head, k and v have n_kv_head heads (k_proj, v_proj: d → n_kv_head·d_head) and
     SDPA's `enable_gqa` lets query head h read key/value head h // (n_head / n_kv_head), without
     materialising the repeated heads; kept k then has n_kv_head heads too.
+    With `attn_gate` (Qiu et al. 2025, "Gated Attention for Large Language Models") each head's
+    SDPA output is multiplied by sigmoid(x·W_g) before W_O: x is the attention's input (the block's
+    normed input under pre-norm), one gate per head (headwise) or per channel (elementwise). With
+    `attn_softcap` the logits go through c·tanh(·/c) on the explicit path (`capped_attention`).
     """
 
     def __init__(self, cfg: GPTConfig) -> None:
@@ -50,9 +82,13 @@ class CausalSelfAttention(nn.Module):
         self.out_proj = nn.Linear(d, d, bias=cfg.bias)
         self.q_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
+        gate_width = {"none": 0, "headwise": cfg.n_head, "elementwise": d}[cfg.attn_gate]
+        self.gate_proj = nn.Linear(d, gate_width, bias=False) if gate_width else None
+        self.softcap = cfg.attn_softcap
         self.resid_drop = nn.Dropout(cfg.dropout)
         self.keep_qk = False
         self.kept_qk: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.kept_gate: torch.Tensor | None = None  # the gate's values, on the same steps as kept_qk
 
     def heads(self, proj: nn.Linear, x: torch.Tensor) -> torch.Tensor:
         """(B, T, C) → (B, H, T, Dh) through one projection (H: its output width / Dh)."""
@@ -80,7 +116,15 @@ class CausalSelfAttention(nn.Module):
         v = self.heads(self.v_proj, x)
         gqa = self.n_kv_head != self.n_head  # SDPA maps query head h to key/value head h // group
         drop = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=drop, is_causal=True, scale=self.scale, enable_gqa=gqa
-        )
+        if self.softcap is None:
+            y = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=drop, is_causal=True, scale=self.scale, enable_gqa=gqa
+            )
+        else:
+            y = capped_attention(q, k, v, self.softcap, self.scale, drop)
+        if self.gate_proj is not None:  # (B, H, T, 1) headwise or (B, H, T, Dh) elementwise
+            gate = torch.sigmoid(self.gate_proj(x).view(B, T, self.n_head, -1).transpose(1, 2))
+            if self.keep_qk:
+                self.kept_gate = gate.detach()
+            y = y * gate
         return self.resid_drop(self.out_proj(y.transpose(1, 2).reshape(B, T, C)))

@@ -11,7 +11,8 @@ PLACEMENTS = ("pre", "post", "sandwich", "deepnorm")
 GATED_FFNS = ("swiglu", "geglu", "reglu")
 UNGATED_FFNS = ("gelu", "gelu_tanh", "relu")
 FFNS = GATED_FFNS + UNGATED_FFNS
-POS_EMBS = ("rope", "learned")
+POS_EMBS = ("rope", "learned", "none")  # none: no position signal but the causal mask (NoPE)
+ATTN_GATES = ("none", "headwise", "elementwise")  # sigmoid gate on each head's output (model/attention.py)
 DEPTH_SCALES = ("none", "global", "per_layer")
 INIT_STD_RULE = "1/sqrt(d)"
 # which blocks recompute their activations in backward (GPT.checkpoints; docs/performance.md)
@@ -57,6 +58,11 @@ class GPTConfig:
     tie_embeddings: bool = True
     pos_emb: str = "rope"
     rope_theta: float = 10000.0
+    rope_fraction: float = 1.0  # RoPE on the first rope_fraction·d_head dims of each head (an even count)
+    nope_every: int | None = None  # every k-th layer without RoPE: layers i with (i+1) % k == 0 (Llama 4)
+    attn_gate: str = "none"  # none | headwise | elementwise (Qiu et al. 2025)
+    attn_softcap: float | None = None  # c·tanh(logit/c) on attention logits (Gemma 2); null = off
+    logit_softcap: float | None = None  # the same on the output logits; null = off
     bias: bool = False
     dropout: float = 0.0
     qk_norm: bool = False  # RMSNorm per head on queries and keys, before RoPE (OLMo-2; Dehghani et al.)
@@ -101,6 +107,7 @@ class GPTConfig:
         _choice("norm_placement", self.norm_placement, PLACEMENTS)
         _choice("ffn", self.ffn, FFNS)
         _choice("pos_emb", self.pos_emb, POS_EMBS)
+        _choice("attn_gate", self.attn_gate, ATTN_GATES)
         _choice("depth_scaled_init", self.depth_scaled_init, DEPTH_SCALES)
         _choice("activation_checkpointing", self.activation_checkpointing, ACTIVATION_CHECKPOINTING)
         _choice("parametrization", self.parametrization, PARAMETRIZATIONS)
@@ -113,7 +120,8 @@ class GPTConfig:
                 "n_embd must be a multiple of n_head"
             )
         self._check_kv_heads()
-        if self.pos_emb == "rope" and self.head_dim % 2 != 0:
+        self._check_attention()
+        if self.pos_emb == "rope" and self.rope_fraction == 1 and self.head_dim % 2 != 0:
             raise ValueError(
                 f"model.pos_emb='rope' needs an even head dimension, got n_embd/n_head={self.head_dim}; "
                 "change n_embd or n_head, or use pos_emb=learned"
@@ -161,6 +169,40 @@ class GPTConfig:
                 "(= n_head, multi-head), 1 (multi-query) or a divisor of n_head (grouped-query)"
             )
 
+    def _check_attention(self) -> None:
+        """Positions (rope_fraction, nope_every need RoPE to act on) and the soft caps."""
+        for name in ("attn_softcap", "logit_softcap"):
+            if getattr(self, name) is not None:
+                _positive(name, getattr(self, name), also=" or null (off)")
+        frac = self.rope_fraction
+        if isinstance(frac, bool) or not isinstance(frac, int | float) or not 0 < frac <= 1:
+            raise ValueError(f"model.rope_fraction={frac!r} is not accepted; give a number in (0, 1]")
+        every = self.nope_every
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+            raise ValueError(
+                f"model.nope_every={every!r} is not accepted; give null (RoPE in every layer) or an "
+                "integer k >= 1 (layers i with (i+1) % k == 0 go without RoPE)"
+            )
+        for name, off in (("rope_fraction", 1.0), ("nope_every", None)):
+            if self.pos_emb != "rope" and getattr(self, name) != off:
+                raise ValueError(
+                    f"model.{name}={getattr(self, name)!r} needs model.pos_emb=rope (it says where RoPE "
+                    f"acts), got pos_emb={self.pos_emb!r}; accepted with it: {name}={off}"
+                )
+        if (
+            self.pos_emb == "rope"
+            and frac < 1
+            and (
+                not math.isclose(frac * self.head_dim, self.rope_dims)
+                or self.rope_dims % 2
+                or not self.rope_dims
+            )
+        ):
+            raise ValueError(
+                f"model.rope_fraction={frac} of d_head={self.head_dim} is not an even whole number of "
+                "dimensions; accepted: a fraction in (0, 1] with rope_fraction·d_head even and >= 2"
+            )
+
     def _check_mup(self) -> None:
         """μP's base width must give whole multipliers and whole base heads; DeepNorm has its own
         depth-and-width init that μP's would silently override. With init_from, n_embd is the
@@ -204,6 +246,12 @@ class GPTConfig:
             raise ValueError(
                 "model.parametrization=mup cannot be combined with model.norm_placement=deepnorm (DeepNet's "
                 "Xavier init and β scaling have no μP form here); accepted: placement pre, post or sandwich"
+            )
+        if self.attn_gate == "headwise":
+            raise ValueError(
+                "model.attn_gate=headwise cannot be combined with model.parametrization=mup: its W_g "
+                "(d → n_head) has a fan-out that does not grow with n_embd, an output weight of μP with "
+                "no rule here; accepted: attn_gate none or elementwise (a hidden matrix, q_proj's rules)"
             )
         if self.ffn_hidden is not None:
             raise ValueError(
@@ -258,6 +306,17 @@ class GPTConfig:
     @property
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
+
+    @property
+    def rope_dims(self) -> int:
+        """Dimensions of each head RoPE rotates (the first ones): rope_fraction · d_head."""
+        return round(self.rope_fraction * self.head_dim)
+
+    def rotates(self, i: int) -> bool:
+        """Whether layer i applies RoPE: pos_emb=rope, unless nope_every=k and (i+1) % k == 0 (with
+        k = 4: layers 3, 7, 11, ..., the last of every four, as Llama 4 interleaves its NoPE layers)."""
+        every = self.nope_every
+        return self.pos_emb == "rope" and not (every is not None and (i + 1) % every == 0)
 
     @property
     def kv_heads(self) -> int:

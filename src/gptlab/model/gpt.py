@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from gptlab.model import mup
-from gptlab.model.attention import rope_tables
+from gptlab.model.attention import rope_tables, softcap
 from gptlab.model.block import Block
 from gptlab.model.config import GPTConfig
 from gptlab.model.init import init_weights
@@ -33,7 +33,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.logit_mult = mup.logit_mult(cfg)  # μP's output multiplier 1/m; 1 under SP (model/mup.py)
         if cfg.pos_emb == "rope":
-            cos, sin = rope_tables(cfg.head_dim, cfg.block_size, cfg.rope_theta)
+            cos, sin = rope_tables(cfg.rope_dims, cfg.block_size, cfg.rope_theta)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
         # Telemetry's reader of the residual stream, set on its log steps only: called with (i, x, rope)
@@ -56,7 +56,7 @@ class GPT(nn.Module):
         """(Re-)apply the init recipe; also after meta-device construction and `to_empty()`."""
         self._tie()
         if self.cfg.pos_emb == "rope":
-            cos, sin = rope_tables(self.cfg.head_dim, self.cfg.block_size, self.cfg.rope_theta)
+            cos, sin = rope_tables(self.cfg.rope_dims, self.cfg.block_size, self.cfg.rope_theta)
             self.rope_cos.copy_(cos)
             self.rope_sin.copy_(sin)
         init_weights(self, self.cfg)
@@ -71,19 +71,21 @@ class GPT(nn.Module):
         x = self.drop(x)
         rope = (self.rope_cos, self.rope_sin) if self.cfg.pos_emb == "rope" else None
         for i, block in enumerate(self.blocks):
+            rope_i = rope if self.cfg.rotates(i) else None  # model.nope_every: this layer is NoPE
             if self.tap is not None:  # outside the checkpointed call: backward never re-runs it
                 self.tap(i, x, rope)
             if self.cfg.checkpoints(i) and torch.is_grad_enabled():
                 # keep only x; backward re-runs the block, replaying the RNG (dropout masks)
-                x = checkpoint(block, x, rope, use_reentrant=False)
+                x = checkpoint(block, x, rope_i, use_reentrant=False)
             else:
-                x = block(x, rope)
+                x = block(x, rope_i)
         if self.tap is not None:
             self.tap(len(self.blocks), x, rope)
         if self.final_norm is not None:
             x = self.final_norm(x)
         logits = self.lm_head(x)
-        return logits if self.logit_mult == 1.0 else logits * self.logit_mult
+        logits = logits if self.logit_mult == 1.0 else logits * self.logit_mult
+        return logits if self.cfg.logit_softcap is None else softcap(logits, self.cfg.logit_softcap)
 
     def num_params(self, exclude_embedding: bool = False) -> int:
         """Unique parameters (a tied matrix once). `exclude_embedding` drops the lookup tables

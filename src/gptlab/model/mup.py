@@ -29,7 +29,7 @@ import re
 
 from gptlab.model.config import GPTConfig
 
-HIDDEN = re.compile(r"blocks\.\d+\.(attn\.(q|k|v|out)_proj|ffn\.(gate|up|down)_proj)\.weight$")
+HIDDEN = re.compile(r"blocks\.\d+\.(attn\.(q|k|v|out|gate)_proj|ffn\.(gate|up|down)_proj)\.weight$")
 
 
 def width_mult(cfg: GPTConfig) -> float:

@@ -1,4 +1,4 @@
-"""Attention-logit, entropy, output-logit and update-RMS telemetry against plain torch.
+"""Attention-logit, entropy, sink, gate, output-logit and update-RMS telemetry against plain torch.
 
 The reference recomputes every block's queries and keys from the weights themselves (its own RMSNorm,
 its own half-split RoPE, its own per-head QK-norm), in float64, at on_train_batch_start (the weights
@@ -30,9 +30,13 @@ def rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
 
 
-def rotate(x: torch.Tensor, theta: float) -> torch.Tensor:
-    """RoPE, half-split pairs (i, i + D/2) rotated by angle pos · theta^(-2i/D)."""
-    T, D = x.shape[-2], x.shape[-1]
+def rotate(x: torch.Tensor, theta: float, fraction: float = 1.0) -> torch.Tensor:
+    """RoPE, half-split pairs (i, i + D/2) rotated by angle pos · theta^(-2i/D), D the rotated width
+    fraction·d_head: the first D dims of each head, the others as they are."""
+    D = round(fraction * x.shape[-1])
+    if D < x.shape[-1]:
+        return torch.cat([rotate(x[..., :D], theta), x[..., D:]], dim=-1)
+    T = x.shape[-2]
     freq = theta ** (-torch.arange(0, D // 2, dtype=torch.float64) * 2 / D)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * freq[None, :]
     cos, sin = ang.cos(), ang.sin()
@@ -42,7 +46,8 @@ def rotate(x: torch.Tensor, theta: float) -> torch.Tensor:
 
 @torch.no_grad()
 def reference(model: Any, idx: torch.Tensor) -> dict[str, float]:
-    """attn_logit_max/attn_entropy per block and logits/* from the weights, in float64."""
+    """attn_logit_max/attn_entropy/attn_sink (and attn_gate) per block and logits/* from the
+    weights, in float64; soft caps c·tanh(x/c) where configured (the logits the softmax sees)."""
     cfg = model.cfg
     B, T = idx.shape
     H, D = cfg.n_head, cfg.n_embd // cfg.n_head
@@ -64,17 +69,29 @@ def reference(model: Any, idx: torch.Tensor) -> dict[str, float]:
         k = k.repeat_interleave(H // Hkv, dim=1)
         if cfg.qk_norm:
             q, k = rms(q, attn.q_norm.weight, cfg.norm_eps), rms(k, attn.k_norm.weight, cfg.norm_eps)
-        if cfg.pos_emb == "rope":
-            q, k = rotate(q, cfg.rope_theta), rotate(k, cfg.rope_theta)
+        if cfg.pos_emb == "rope" and not (cfg.nope_every and (i + 1) % cfg.nope_every == 0):
+            q, k = rotate(q, cfg.rope_theta, cfg.rope_fraction), rotate(k, cfg.rope_theta, cfg.rope_fraction)
         # μP (issue 32): q·k × sqrt(d_h0)/d_h, d_h0 the base width's head width (docs/mup.md)
         scale = math.sqrt(cfg.mup_base_width // H) / D if cfg.parametrization == "mup" else 1 / math.sqrt(D)
         s = (q @ k.transpose(-1, -2)) * scale
+        if cfg.attn_softcap:
+            s = cfg.attn_softcap * torch.tanh(s / cfg.attn_softcap)
         out[f"attn_logit_max/block_{i:02d}"] = float(s[..., causal].max())
         p = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)
         plogp = torch.where(causal, p * torch.log(p.clamp_min(1e-300)), torch.zeros(()))
         out[f"attn_entropy/block_{i:02d}"] = float(-plogp.sum(-1).mean())
-        x = block(x, rope)
-    logits = model(idx).double()
+        out[f"attn_sink/block_{i:02d}"] = float(p[:, :, 1:, 0].mean())  # rows t >= 1, mass on key 0
+        if cfg.attn_gate != "none":
+            out[f"attn_gate/block_{i:02d}"] = float(
+                torch.sigmoid(h @ attn.gate_proj.weight.double().T).mean()
+            )
+        x = block(x, rope if cfg.rotates(i) else None)
+    if cfg.logit_softcap:  # pre-norm, tied: the head written out, then the cap
+        assert cfg.norm_placement == "pre" and cfg.tie_embeddings
+        raw = rms(x.double(), model.final_norm.weight, cfg.norm_eps) @ model.tok_emb.weight.double().T
+        logits = cfg.logit_softcap * torch.tanh(raw / cfg.logit_softcap)
+    else:
+        logits = model(idx).double()
     out["logits/mean"] = float(logits.mean())
     out["logits/std"] = float(logits.std(unbiased=False))
     out["logits/max"] = float(logits.max())
@@ -149,8 +166,24 @@ def train(steps: int, scale: tuple[int | None, float] | None = None, **model: An
         {"norm_placement": "post", "pos_emb": "learned"},
         {"parametrization": "mup", "mup_base_width": 16},
         {"n_head": 4, "n_kv_head": 2, "qk_norm": True},
+        {"attn_gate": "headwise"},
+        {"attn_gate": "elementwise", "n_head": 4, "n_kv_head": 2},
+        {"rope_fraction": 0.5, "nope_every": 2},
+        {"pos_emb": "none"},
+        {"attn_softcap": 2.0, "logit_softcap": 1.5, "n_head": 4, "n_kv_head": 1},
     ],
-    ids=["pre-rope", "pre-rope-qknorm", "post-learned", "mup", "gqa"],
+    ids=[
+        "pre-rope",
+        "pre-rope-qknorm",
+        "post-learned",
+        "mup",
+        "gqa",
+        "gate-head",
+        "gate-elem",
+        "partial-nope",
+        "no-pos",
+        "softcaps",
+    ],  # fmt: skip
 )
 def test_attention_and_logit_telemetry_equal_plain_torch(model: dict[str, Any]) -> None:
     # q and k of every block x8: peaked attention (logits of order 1-10, not ~0.05), so that an

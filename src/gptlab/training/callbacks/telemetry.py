@@ -48,6 +48,8 @@ PREFIXES = (
     "act_rms",
     "attn_logit_max",
     "attn_entropy",
+    "attn_sink",
+    "attn_gate",
     "logits",
     "dyt_alpha",
     "telemetry",
@@ -150,7 +152,7 @@ class LayerTelemetry(L.Callback):
     def disarm(self, pl_module: Any) -> None:
         pl_module.model.tap = None
         for block in pl_module.model.blocks:
-            block.attn.keep_qk, block.attn.kept_qk = False, None
+            block.attn.keep_qk, block.attn.kept_qk, block.attn.kept_gate = False, None, None
         pl_module.want_logit_stats = False
         stats = getattr(pl_module, "logit_stats", None)
         if stats is not None:
@@ -171,8 +173,14 @@ class LayerTelemetry(L.Callback):
             return
         q, k = attn.kept_qk
         attn.kept_qk = None
-        top, ent, rows = attention_stats(q, k, attn.scale)
-        self._fwd[f"attn/{i - 1}"] = torch.stack([top.double(), ent, ent.new_tensor(float(rows))])
+        top, ent, rows, sink, sink_rows = attention_stats(q, k, attn.scale, attn.softcap)
+        counts = ent.new_tensor([float(rows), float(sink_rows)])
+        self._fwd[f"attn/{i - 1}"] = torch.cat([torch.stack([top.double(), ent, sink]), counts])
+        if attn.kept_gate is not None:  # model.attn_gate: Σ gate and its count (a token-weighted mean)
+            gate, attn.kept_gate = attn.kept_gate, None
+            self._fwd[f"gate/{i - 1}"] = torch.stack(
+                [gate.sum(dtype=torch.float64), ent.new_tensor(gate.numel())]
+            )
 
     def on_before_backward(self, trainer: L.Trainer, pl_module: Any, loss: torch.Tensor) -> None:
         if pl_module.want_logit_stats:

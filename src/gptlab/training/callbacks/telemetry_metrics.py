@@ -104,6 +104,8 @@ def reduce_metrics(
     has_act = all(a is not None for a in acts)
     attn = [fwd.get(f"attn/{j}") for j in range(len(index.blocks))]
     has_attn = all(a is not None for a in attn)
+    gates = [fwd.get(f"gate/{j}") for j in range(len(index.blocks))]
+    has_gate = bool(gates) and all(g is not None for g in gates)
     logits = fwd.get("logits")
     sums = [
         grad_sq.double() * replicated,
@@ -115,9 +117,12 @@ def reduce_metrics(
     if has_act:
         sums.append(torch.stack([a.to(dev).double() for a in acts if a is not None]) / world)
     if has_attn:
-        stacked = torch.stack([a.to(dev) for a in attn if a is not None])  # (L, [max, Σent, rows])
+        # (L, [max, Σent, Σsink, rows, sink rows])
+        stacked = torch.stack([a.to(dev) for a in attn if a is not None])
         sums.append(stacked[:, 1:].reshape(-1))
         maxes.append(stacked[:, 0])
+    if has_gate:  # (L, [Σ gate, gate values])
+        sums.append(torch.stack([g.to(dev) for g in gates if g is not None]).reshape(-1))
     if logits is not None:
         logits = logits.to(dev)
         sums.append(logits[[0, 1, 3, 4, 5]])
@@ -155,9 +160,16 @@ def reduce_metrics(
         )
         at += n_points
     if has_attn:
+        rows = values[at : at + 4 * nb]
+        for j, block in enumerate(index.blocks):
+            ent, sink, n, n_sink = rows[4 * j : 4 * j + 4]
+            metrics[f"attn_entropy/{block}"] = ent / max(n, 1.0)
+            metrics[f"attn_sink/{block}"] = sink / max(n_sink, 1.0)
+        at += 4 * nb
+    if has_gate:
         pairs = values[at : at + 2 * nb]
         for j, block in enumerate(index.blocks):
-            metrics[f"attn_entropy/{block}"] = pairs[2 * j] / max(pairs[2 * j + 1], 1.0)
+            metrics[f"attn_gate/{block}"] = pairs[2 * j] / max(pairs[2 * j + 1], 1.0)
         at += 2 * nb
     if logits is not None:
         s, s2, sz, count, positions = values[at : at + 5]
