@@ -9,8 +9,8 @@ archive only: pip builds its pure-Python wheel here. Usage:
 
     python dev/gpu_wheels.py [--dest .whl] [--python-version 3.12]
 
-and on the device: `python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/gptlab/site-packages
-.whl/*.whl` (scripts/gpu_check.sh does it).
+and on the device: `python3 -m pip install -q --no-index --no-deps --no-compile
+--target /tmp/gptlab/site-packages .whl/*.whl` (scripts/gpu_check.sh does it).
 """
 
 from __future__ import annotations
