@@ -8,7 +8,9 @@ row of `val/loss`). It runs at the first validation at or after each multiple of
 metrics.json's `tasks` holds each task's last evaluation (RunSummary reads `summary_fields`).
 
 Items are read once per run: task files when the callback is built (a bad file stops the run before
-training), built-in tasks at `setup`, from the run's own set-up datamodule. A built-in task the data
+training), built-in tasks at `setup`, from the run's own set-up datamodule. At `setup`, before step 1,
+every task's requests are encoded with the run's tokenizer and fitted to its block_size, so a request
+that cannot be scored (a choice merged into its context's last token) stops the run before it trains. A built-in task the data
 cannot give (val_continuation needs a val document of 80 tokens and an end-of-text id) is
 skipped with a warning, so the default config still trains on any corpus; a task file never is.
 
@@ -36,7 +38,7 @@ import torch.distributed as dist
 from gptlab.config import TasksConfig
 from gptlab.training.tasks.formats import Item
 from gptlab.training.tasks.run import BUILTIN, load_task
-from gptlab.training.tasks.scoring import TaskResult, choice_loglikelihoods, summarize
+from gptlab.training.tasks.scoring import TaskResult, choice_loglikelihoods, encode_items, summarize
 
 log = logging.getLogger(__name__)
 LOGGED = ("acc", "acc_norm", "bpb")  # task/<name>/<metric> (docs/telemetry.md)
@@ -131,6 +133,23 @@ class TaskEvaluation(L.Callback):
         self.items = {
             display_name(n): self.items[display_name(n)] for n in self.names if n not in self.skipped
         }
+        self.check_requests(trainer.datamodule.tokenizer, int(pl_module.model.cfg.block_size))
+
+    def check_requests(self, tokenizer: Any, block: int) -> None:
+        """Every task's requests encoded with the run's tokenizer and fitted to its block, before
+        step 1: a choice the tokenizer merges into its context, or one longer than the block, stops
+        the run now (one line naming the task, item and choice) instead of at the first scoring."""
+        if self.items and tokenizer is None:
+            raise ValueError(
+                f"callbacks.tasks.names: {', '.join(self.items)} hold text, which this run's data has no "
+                "tokenizer to encode (token ids without data.tokenizer_path); accepted: a "
+                "data.tokenizer_path, or callbacks.tasks.names=[]"
+            )
+        for items in self.items.values():
+            try:
+                encode_items(tokenizer, items, block)
+            except ValueError as err:
+                raise ValueError(f"callbacks.tasks.names: {err}") from None
 
     def state_dict(self) -> dict[str, Any]:
         return {"last_step": self.last_step}
