@@ -641,6 +641,13 @@ MUTANTS: list[Mutant] = [
     Mutant("tasks_every_validation", "training/callbacks/tasks.py",
            "return step // self.every > self.last_step // self.every", "return True",
            "callbacks.tasks.every_n_steps ignored: the tasks are scored at every validation"),
+    # --- downstream tasks, issue 48 item 3: requests checked before training, empty contexts, ... ---
+    Mutant("tasks_requests_checked_late", "training/callbacks/tasks.py",
+           "        self.check_requests(trainer.datamodule.tokenizer, int(pl_module.model.cfg.block_size))\n",
+           "", "a task file the tokenizer cannot score stops the run only at its first scoring, after training"),
+    Mutant("tasks_empty_context_prefix_dropped", "training/tasks/scoring.py",
+           "return [int(prefix), *cont], len(cont)", "return cont, len(cont) - 1",
+           "an empty context drops the end-of-text prefix: the first token goes unscored"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
