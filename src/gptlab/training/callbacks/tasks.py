@@ -41,6 +41,7 @@ from gptlab.training.tasks.run import BUILTIN, load_task
 from gptlab.training.tasks.scoring import TaskResult, choice_loglikelihoods, encode_items, summarize
 
 log = logging.getLogger(__name__)
+TOOL = "train.py (callbacks.tasks)"  # how errors about what the loop scores name it
 LOGGED = ("acc", "acc_norm", "bpb")  # task/<name>/<metric> (docs/telemetry.md)
 
 
@@ -110,7 +111,7 @@ class TaskEvaluation(L.Callback):
         self.batch_size = cfg.batch_size
         # task files are read now, so a bad one stops the run before it trains
         self.items: dict[str, list[Item]] = {
-            display_name(n): load_task(n) for n in self.names if n not in BUILTIN
+            display_name(n): load_task(n, tool=TOOL) for n in self.names if n not in BUILTIN
         }
         self.skipped: dict[str, str] = {}  # built-in tasks this run's data cannot give: name -> why
         self.results: dict[str, dict[str, Any]] = {}  # name -> the last evaluation's metrics

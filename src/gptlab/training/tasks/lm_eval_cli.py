@@ -9,7 +9,14 @@ from __future__ import annotations
 import sys
 
 from gptlab.errors import USER_ERRORS, exit_with
-from gptlab.training.tasks.lm_eval_tasks import import_lm_eval
+from gptlab.training.tasks.lm_eval_tasks import check_bridge_output_types, import_lm_eval
+
+
+def task_args(argv: list[str]) -> list[str]:
+    """The task names of `--tasks a,b` / `-t a` / `--tasks=a`, as lm-eval's CLI splits them."""
+    values = [b for a, b in zip(argv, argv[1:], strict=False) if a in ("--tasks", "-t")]
+    values += [a.partition("=")[2] for a in argv if a.startswith("--tasks=")]
+    return [n.strip() for v in values for n in v.split(",") if n.strip()]
 
 
 def main(argv: list[str]) -> int:
@@ -21,6 +28,7 @@ def main(argv: list[str]) -> int:
         from gptlab.training.tasks.lm_eval_model import register
 
         register()
+        check_bridge_output_types(task_args(argv))
         saved, sys.argv = sys.argv, ["lm-eval", *argv]
         try:
             cli_evaluate()

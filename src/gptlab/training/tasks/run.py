@@ -12,7 +12,7 @@ import torch
 from gptlab.checkpoints import load_checkpoint
 from gptlab.data.spec import tokenizer_from_spec
 from gptlab.training.tasks.formats import Item, read_task
-from gptlab.training.tasks.lm_eval_tasks import YAML_SUFFIXES, read_yaml_task
+from gptlab.training.tasks.lm_eval_tasks import EVALUATE, YAML_SUFFIXES, read_yaml_task
 from gptlab.training.tasks.scoring import choice_loglikelihoods, summarize
 from gptlab.training.tasks.val_task import val_continuation
 
@@ -43,17 +43,18 @@ def task_names(spec: str) -> list[str]:
     return names
 
 
-def load_task(name: str, datamodule: Any | None = None) -> list[Item]:
+def load_task(name: str, datamodule: Any | None = None, tool: str = EVALUATE) -> list[Item]:
     """The items of one task: a task file, or a built-in task built from `datamodule`'s val split.
 
-    The one seam every caller goes through (evaluate.py, the in-loop callback, the lm-eval bridge).
+    The one seam every caller goes through (evaluate.py, the in-loop callback, the lm-eval bridge);
+    `tool` names the caller in errors about what it scores.
     """
     if name in BUILTIN:
         if datamodule is None:
             raise ValueError(f"task={name!r} is built from a data config's val split; none was given")
         return BUILTIN[name](datamodule)
     if name.endswith(YAML_SUFFIXES):
-        return read_yaml_task(name)
+        return read_yaml_task(name, tool)
     return read_task(name)
 
 
