@@ -648,6 +648,13 @@ MUTANTS: list[Mutant] = [
     Mutant("tasks_empty_context_prefix_dropped", "training/tasks/scoring.py",
            "return [int(prefix), *cont], len(cont)", "return cont, len(cont) - 1",
            "an empty context drops the end-of-text prefix: the first token goes unscored"),
+    Mutant("tasks_bridge_results_folder_random", "training/tasks/lm_eval_cli.py",
+           "return checkpoint_name(model_args) or original.__func__(model_args)",
+           "return original.__func__(model_args)",
+           "run_lm_eval.py --output_path saves into a random folder, not one named after the checkpoint"),
+    Mutant("tasks_yaml_default_notes_printed", "training/tasks/lm_eval_tasks.py",
+           "return not any(note in record.getMessage() for note in self.NOTES)", "return True",
+           "evaluate.py prints lm-eval's default-aggregation notes for metrics it does not aggregate"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -15,6 +15,7 @@ import contextlib
 import io
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,28 @@ def _label(target: Any, choices: list[str], where: str) -> int:
     return target
 
 
+class DefaultNotes(logging.Filter):
+    """Drops lm-eval's notes that a metric's aggregation or higher_is_better falls back to its
+    default (two per metric of a metric_list, at every read): evaluate.py and the training loop
+    compute their own acc, acc_norm and bpb and use neither."""
+
+    NOTES = ("is defined, but aggregation is not", "is defined, but higher_is_better is not")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(note in record.getMessage() for note in self.NOTES)
+
+
+@contextlib.contextmanager
+def without_default_notes() -> Iterator[None]:
+    """lm-eval's task logger without DefaultNotes' messages, for the block."""
+    logger, drop = logging.getLogger("lm_eval.api.task"), DefaultNotes()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
 def _build(path: Path, where: str, tool: str) -> Any:
     """The lm-eval task of the YAML file, its requests built as lm-eval's evaluator builds them."""
     lm_eval = import_lm_eval(where)
@@ -133,7 +156,7 @@ def _build(path: Path, where: str, tool: str) -> Any:
         raise ValueError(f"{where} is not a readable lm-eval YAML ({' '.join(str(e).split())})") from e
     _check_config(config, where, tool)
     try:  # datasets' and lm-eval's progress bars silenced: a bad document is then one line
-        with contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stderr(io.StringIO()), without_default_notes():
             loaded = lm_eval.tasks.TaskManager(include_defaults=False).load(str(path))
             (task,) = loaded["tasks"].values()
             task.set_fewshot_seed(seed=FEWSHOT_SEED)
