@@ -655,6 +655,9 @@ MUTANTS: list[Mutant] = [
     Mutant("tasks_yaml_default_notes_printed", "training/tasks/lm_eval_tasks.py",
            "return not any(note in record.getMessage() for note in self.NOTES)", "return True",
            "evaluate.py prints lm-eval's default-aggregation notes for metrics it does not aggregate"),
+    Mutant("bpe_sample_line_claims_all", "data/tokenizers/bpe.py",
+           "if count.complete and count.kept == count.seen:", "if count.kept == count.seen:",
+           "a BPE sample cut at data.bpe_train_bytes is logged as all of the train documents"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
