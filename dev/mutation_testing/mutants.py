@@ -215,10 +215,11 @@ MUTANTS: list[Mutant] = [
            'trainer = "" if cfg.bpe_trainer == "tokenizers" else f":{cfg.bpe_trainer}"', 'trainer = ""',
            "data.bpe_trainer=rustbpe reuses the tokens packed with tokenizers' trainer (other ids)"),
     # --- the bounded BPE training sample (data/tokenizers/bpe.py, data/resolve.py; issue 23) ---
-    Mutant("bpe_sample_first_bytes", "data/tokenizers/bpe.py", "if kept <= seen * share:", "if kept <= seen:",
+    Mutant("bpe_sample_first_bytes", "data/tokenizers/bpe.py", "if count.kept <= count.seen * share:",
+           "if count.kept <= count.seen:",
            "the sample is the split's first bytes, not spread over it"),
     Mutant("bpe_sample_unbounded", "data/tokenizers/bpe.py",
-           "bpe = train(training_sample(documents_fn(), budget, total), plan.bpe_vocab_size)",
+           "bpe = train(training_sample(documents_fn(), budget, total, count), plan.bpe_vocab_size)",
            "bpe = train(documents_fn(), plan.bpe_vocab_size)", "data.bpe_train_bytes is ignored"),
     Mutant("bpe_sample_not_in_cache_key", "data/resolve.py", 'return f":sample{budget}"', 'return ""',
            "a tokenizer trained on a sample is served for the whole split (and back)"),
@@ -644,7 +645,7 @@ MUTANTS: list[Mutant] = [
     # --- downstream tasks, issue 48 item 3: requests checked before training, empty contexts, ... ---
     Mutant("tasks_requests_checked_late", "training/callbacks/tasks.py",
            "        self.check_requests(trainer.datamodule.tokenizer, int(pl_module.model.cfg.block_size))\n",
-           "", "a task file the tokenizer cannot score stops the run only at its first scoring, after training"),
+           "", "a task file the tokenizer cannot score stops the run only when first scored, after training"),
     Mutant("tasks_empty_context_prefix_dropped", "training/tasks/scoring.py",
            "return [int(prefix), *cont], len(cont)", "return cont, len(cont) - 1",
            "an empty context drops the end-of-text prefix: the first token goes unscored"),
@@ -658,6 +659,9 @@ MUTANTS: list[Mutant] = [
     Mutant("bpe_sample_line_claims_all", "data/tokenizers/bpe.py",
            "if count.complete and count.kept == count.seen:", "if count.kept == count.seen:",
            "a BPE sample cut at data.bpe_train_bytes is logged as all of the train documents"),
+    Mutant("tasks_val_context_seen_off_by_one", "training/tasks/val_task.py",
+           "block + 1 - params.continuation_tokens", "block - params.continuation_tokens",
+           "val_continuation at a short block_size says one context token fewer than the model sees"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -23,7 +23,10 @@ from tests.interop.helpers import load_cli
 
 EVALUATE = load_cli("evaluate.py")
 LM_EVAL = load_cli("scripts/run_lm_eval.py")
-ROWS = [{"q": "2 + 2 =", "options": [" 3", " 4"], "gold": 1}, {"q": "1 + 1 =", "options": [" 2", " 5"], "gold": 0}]
+ROWS = [
+    {"q": "2 + 2 =", "options": [" 3", " 4"], "gold": 1},
+    {"q": "1 + 1 =", "options": [" 2", " 5"], "gold": 0},
+]
 NOTES = ("is defined, but aggregation is not", "is defined, but higher_is_better is not")
 
 

@@ -10,9 +10,10 @@ metrics.json's `tasks` holds each task's last evaluation (RunSummary reads `summ
 Items are read once per run: task files when the callback is built (a bad file stops the run before
 training), built-in tasks at `setup`, from the run's own set-up datamodule. At `setup`, before step 1,
 every task's requests are encoded with the run's tokenizer and fitted to its block_size, so a request
-that cannot be scored (a choice merged into its context's last token) stops the run before it trains. A built-in task the data
-cannot give (val_continuation needs a val document of 80 tokens and an end-of-text id) is
-skipped with a warning, so the default config still trains on any corpus; a task file never is.
+that cannot be scored (a choice merged into its context's last token) stops the run before it
+trains. A built-in task the data cannot give (val_continuation needs a val document of 80 tokens
+and an end-of-text id) is skipped with a warning, so the default config still trains on any corpus;
+a task file never is.
 
 Under DDP each rank scores a contiguous share of the items and the per-item log-likelihoods are gathered
 (all_gather_object), so every rank summarizes all items in their order: one process's result, up to
@@ -37,7 +38,7 @@ import torch.distributed as dist
 
 from gptlab.config import TasksConfig
 from gptlab.training.tasks.formats import Item
-from gptlab.training.tasks.run import BUILTIN, load_task
+from gptlab.training.tasks.run import BUILTIN, cut_note, load_task
 from gptlab.training.tasks.scoring import TaskResult, choice_loglikelihoods, encode_items, summarize
 
 log = logging.getLogger(__name__)
@@ -180,10 +181,9 @@ class TaskEvaluation(L.Callback):
                     metrics = self._score(trainer, model, pl_module.device, items)
                     if metrics["cut"] and name not in self._warned and trainer.global_rank == 0:
                         self._warned.add(name)
-                        log.warning(
-                            "task %s: %d of %d items had their context cut from the left to fit "
-                            "block_size=%d", name, metrics["cut"], len(items), model.cfg.block_size,
-                        )  # fmt: skip
+                        block = int(model.cfg.block_size)
+                        level, note = cut_note(name, metrics["cut"], len(items), block)
+                        log.log(level, "task %s", note)
                     for key in LOGGED:
                         # equal on every rank; sync_dist (max of equal values) only silences
                         # Lightning's warning about epoch-level values under DDP

@@ -5,8 +5,9 @@ contexts, `process_docs`), then each document's requests, as lm-eval would send 
 become one Item: the shared context, the choices after `target_delimiter`, and doc_to_target's
 index. So `evaluate.py task=x.yaml` scores what `lm_eval --tasks x.yaml` scores. Only
 `output_type: multiple_choice` with one context per document is accepted; lm-eval's other output
-types run through scripts/run_lm_eval.py, and a value that is none of lm-eval's is said to be so. lm-eval is an optional dependency (`pip install 'gptlab[eval]'`), imported
-only when a YAML task is read.
+types run through scripts/run_lm_eval.py, and a value that is none of lm-eval's is said to be so.
+lm-eval is an optional dependency (`pip install 'gptlab[eval]'`), imported only when a YAML task is
+read.
 """
 
 from __future__ import annotations
