@@ -662,6 +662,9 @@ MUTANTS: list[Mutant] = [
     Mutant("tasks_val_context_seen_off_by_one", "training/tasks/val_task.py",
            "block + 1 - params.continuation_tokens", "block - params.continuation_tokens",
            "val_continuation at a short block_size says one context token fewer than the model sees"),
+    Mutant("tasks_unknown_output_type_sent_to_bridge", "training/tasks/lm_eval_tasks.py",
+           "    if output_type in OUTPUT_TYPES:\n        return (", "    if True:\n        return (",
+           "an output_type lm-eval does not have is pointed to the bridge, which refuses it too"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
