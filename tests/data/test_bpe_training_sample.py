@@ -13,6 +13,7 @@ from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
 from gptlab.data.resolve import resolve
 from gptlab.data.tokenizers import build_tokenizer, training_sample
+from gptlab.data.tokenizers.bpe import SampleCount, sample_line
 
 # Two "sources" concatenated one after the other, as a corpus built source by source is: a sample
 # of the first bytes would see only the first one's words.
@@ -124,3 +125,45 @@ def test_bpe_training_reads_only_its_budget(make_cfg: Callable[..., DataConfig])
         resolve(make_cfg(tokenizer="bpe", bpe_vocab_size=300, bpe_train_bytes=budget)).tokenizer, documents
     )
     assert len(read) == 11  # size unknown: the first ten, and the one that found the budget full
+
+
+@pytest.mark.parametrize("budget", [1 << 30, "ten documents"])
+def test_the_log_line_says_the_bytes_read_not_the_budget(
+    budget: int | str, make_cfg: Callable[..., DataConfig], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 48: a small corpus of unknown size logged "1073741824 bytes the first bytes of (size
+    unknown)". The line now gives the bytes read, counted here from the documents themselves."""
+    docs = _two_source_docs()
+    sizes = [len(d.encode()) for d in docs]
+    limit = 10 * sizes[0] if budget == "ten documents" else budget
+    plan = resolve(make_cfg(tokenizer="bpe", bpe_vocab_size=300, bpe_train_bytes=limit)).tokenizer
+    with caplog.at_level("INFO", logger="gptlab.data.tokenizers.bpe"):
+        build_tokenizer(plan, lambda: iter(docs))
+    (line,) = [r.getMessage() for r in caplog.records if "BPE training sample" in r.getMessage()]
+    if budget == "ten documents":
+        assert line == (
+            f"BPE training sample: {sum(sizes[:10])} bytes, the first {sum(sizes[:10])} bytes (the "
+            f"split's size unknown) of the train documents (data.bpe_train_bytes={limit}; the rest not read)"
+        )
+    else:
+        assert line == (
+            f"BPE training sample: all {sum(sizes)} bytes of the train documents "
+            f"(data.bpe_train_bytes={1 << 30} not reached)"
+        )
+
+
+def test_a_spread_sample_says_how_much_it_read_of_what() -> None:
+    docs = [f"{i:09d}\n" for i in range(1000)]  # 10,000 bytes
+    count = SampleCount()
+    kept = list(training_sample(docs, 1000, 10_000, count))
+    assert (count.kept, count.complete) == (10 * len(kept), False)
+    assert count.seen == 10 * (int(kept[-1]) + 1)  # read up to the last document kept
+    assert sample_line(count, 1000, 10_000) == (
+        f"BPE training sample: {count.kept} bytes, spread over the first {count.seen} bytes of 10000 of "
+        "the train documents (data.bpe_train_bytes=1000; the rest not read)"
+    )
+    count = SampleCount()  # a budget above the split: everything, read to the end
+    assert list(training_sample(docs[:50], 1000, 500, count)) == docs[:50]
+    assert sample_line(count, 1000, 500) == (
+        "BPE training sample: all 500 bytes of the train documents (data.bpe_train_bytes=1000 not reached)"
+    )

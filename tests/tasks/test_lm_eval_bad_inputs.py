@@ -16,6 +16,7 @@ import pytest
 from lm_eval.api.registry import get_model
 
 from gptlab.training.tasks.lm_eval_model import register
+from gptlab.training.tasks.lm_eval_tasks import OUTPUT_TYPES
 from tests.interop.helpers import load_cli
 
 EVALUATE = load_cli("evaluate.py")
@@ -30,6 +31,7 @@ ACCEPTED = (
 INSTALL = r"accepted: pip install 'gptlab\[eval\]' \(lm-eval>=0\.4\.13,<0\.5\)"
 FILES = {
     "gen.yaml": MC.replace("multiple_choice", "generate_until") + "doc_to_target: gold\n",
+    "odd.yaml": MC.replace("multiple_choice", "choices") + "doc_to_target: gold\n",
     "nodata.yaml": MC.replace("{data}", "{d}/missing.jsonl") + "doc_to_target: gold\n",
     "group.yaml": "group: two\ntask:\n  - a\n  - b\n",
     "range.yaml": MC.replace("{data}", "{d}/two.jsonl") + "doc_to_target: gold\n",
@@ -41,9 +43,15 @@ ROWS = [
     (
         "not multiple_choice",
         "{d}/gen.yaml",
-        r"error: task='{d}/gen.yaml': output_type=generate_until is not scored by evaluate\.py; "
-        + ACCEPTED
-        + r"; other output types run through scripts/run_lm_eval\.py",
+        r"error: task='{d}/gen.yaml': output_type=generate_until is not scored by evaluate\.py; accepted: "
+        r"multiple_choice \(scripts/run_lm_eval\.py scores generate_until tasks; docs/evaluation\.md\)",
+    ),
+    (
+        "output_type none of lm-eval's",
+        "{d}/odd.yaml",
+        r"error: task='{d}/odd.yaml': output_type=choices is not an lm-eval output type; accepted by "
+        r"evaluate\.py: multiple_choice \(lm-eval's types: generate_until, loglikelihood, "
+        r"loglikelihood_rolling, multiple_choice\)",
     ),
     (
         "data file missing",
@@ -137,3 +145,27 @@ def test_bad_model_args_name_the_argument(args: str, want: str, byte_ckpt: Path)
     register()
     with pytest.raises(ValueError, match=f"^{want}$"):
         get_model("gptlab").create_from_arg_string(args.format(ckpt=byte_ckpt))
+
+
+def test_output_types_are_lm_evals_and_the_bridge_names_what_it_accepts(
+    bad: Path, byte_ckpt: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """The types the messages list are lm-eval's own; the bridge, which scores all four, refuses
+    another in one line naming the file and what --model gptlab accepts (not evaluate.py's list)."""
+    from lm_eval.api.task import ALL_OUTPUT_TYPES
+
+    from gptlab.training.tasks.lm_eval_model import GptlabLM
+
+    assert sorted(OUTPUT_TYPES) == sorted(ALL_OUTPUT_TYPES)
+    # every request type the four output types send (multiple_choice sends loglikelihood)
+    for request_type in ("generate_until", "loglikelihood", "loglikelihood_rolling"):
+        assert request_type in vars(GptlabLM)
+    monkeypatch.chdir(tmp_path)
+    task = bad / "odd.yaml"
+    want = (
+        rf"error: --tasks {re.escape(str(task))}: output_type=choices is not an lm-eval output type; "
+        r"accepted by --model gptlab: generate_until, loglikelihood, loglikelihood_rolling, multiple_choice"
+    )
+    argv = ["--model", "gptlab", "--model_args", f"ckpt_path={byte_ckpt}", "--tasks", str(task)]
+    one_line_exit_2(LM_EVAL.main, [*argv, "--device", "cpu"], want, capsys)
+    assert tree(tmp_path) == []

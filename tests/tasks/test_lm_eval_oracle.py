@@ -16,6 +16,8 @@ command, in-process), HFLM through lm_eval.simple_evaluate.
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +29,12 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from gptlab.checkpoints import load_model
 from gptlab.data.spec import tokenizer_spec
 from gptlab.data.tokenizers import BPETokenizer
 from gptlab.training.tasks.lm_eval_model import GptlabLM
+from gptlab.training.tasks.run import load_task
+from gptlab.training.tasks.scoring import choice_loglikelihoods
 from tests.interop.helpers import load_cli, perturbed_gpt
 from tests.tasks.test_transformers_oracle import CORPUS
 
@@ -244,3 +249,57 @@ def test_lm_evals_hf_model_scores_special_token_text_as_the_checkpoint(exported:
     assert [g for _, g in got] == [g for _, g in want]
     eot = len(exported["tok"]("<|endoftext|>", add_special_tokens=False)["input_ids"])
     assert eot > 1  # the choice is scored as its characters' tokens
+
+
+EMPTY_ROWS = [
+    {"context": "", "choices": ["The quick", "class Stack:", "zzz"], "answer": 0},
+    {"context": "", "choices": [" fox", "def add(a, b):"], "answer": 1},
+]
+
+
+def test_an_empty_context_is_scored_after_end_of_text_as_lm_eval_scores_it(
+    runs: dict[str, Any], exported: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A YAML document with an empty context: evaluate.py scores it (it refused it before) with the
+    log-likelihoods lm-eval's HF model gives the export, and its bpb is theirs."""
+    root = exported["root"]
+    (root / "empty.jsonl").write_text("".join(json.dumps(r) + "\n" for r in EMPTY_ROWS))
+    (root / "empty.yaml").write_text(task_yaml("tiny_empty", root / "empty.jsonl"))
+    items = load_task(str(root / "empty.yaml"))
+    assert [item.context for item in items] == ["", ""]
+    requests = [Instance("loglikelihood", {}, ("", c), 0) for r in EMPTY_ROWS for c in r["choices"]]
+    want = [ll for ll, _ in runs["hflm"].loglikelihood(requests)]
+    model, tokenizer = load_model(str(exported["ckpt"]), "cpu")
+    got = choice_loglikelihoods(model, tokenizer, items, 2, torch.device("cpu")).loglikelihoods
+    assert [ll for lls in got for ll in lls] == pytest.approx(want, abs=TOL)
+    capsys.readouterr()
+    assert EVALUATE.main([f"ckpt_path={exported['ckpt']}", f"task={root / 'empty.yaml'}"]) == 0
+    row = next(line.split() for line in capsys.readouterr().out.splitlines() if "empty.yaml" in line)
+    right = [want[0], want[3 + 1]]  # each document's right choice, in request order
+    n_bytes = sum(len(r["choices"][r["answer"]].encode()) for r in EMPTY_ROWS)
+    assert float(row[5]) == pytest.approx(-sum(right) / math.log(2) / n_bytes, abs=6e-5)
+
+
+def test_the_bridge_names_the_task_document_and_choice_it_cannot_score(exported: dict[str, Any]) -> None:
+    """A choice the BPE merges into its context (as evaluate.py says it: `line 1 choice 0`)."""
+    tok = exported["tok"]
+    ours = GptlabLM(ckpt_path=str(exported["ckpt"]), device="cpu")
+    context, choice = merging_pair(tok)
+    ok = Instance("loglikelihood", {}, (context, " x"), 0, ("tiny_mc", 3, 1))
+    bad = Instance("loglikelihood", {}, (context, choice), 1, ("tiny_mc", 3, 1))
+    want = f"task 'tiny_mc' doc 3 choice 1: the continuation {choice!r} adds no tokens after its context"
+    with pytest.raises(ValueError, match=f"^{re.escape(want)}"):
+        ours.loglikelihood([ok, bad])
+
+
+def merging_pair(tok: Any) -> tuple[str, str]:
+    """A (context, one-character choice) of the corpus that the export's BPE merges into one token."""
+    for text in CORPUS:
+        for k in range(2, len(text)):
+            context, choice = text[: k - 1], text[k - 1]
+            if context.strip() != context or not choice.strip():
+                continue
+            head = tok(context, add_special_tokens=False)["input_ids"]
+            if len(tok(context + choice, add_special_tokens=False)["input_ids"]) == len(head):
+                return context, choice
+    raise AssertionError("the BPE merges nothing")

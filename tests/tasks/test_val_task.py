@@ -273,3 +273,33 @@ def test_a_split_of_repeated_text_is_one_line() -> None:
         "its tokens or (fewer usable documents than choices) overlapping passages; accepted: a val split "
         "of varied text that the tokenizer round-trips"
     )
+
+
+def test_at_a_short_block_the_task_is_its_items_with_the_contexts_last_tokens_as_it_says(
+    built: dict, byte_ckpt: Path, caplog
+) -> None:
+    """Issue 48: a block_size=64 model cuts every item's context. What the task then measures is said
+    (info, not a warning) and is true: scoring the items equals scoring them with only the context's
+    last N tokens (bytes here), N as said, and those items fit the block uncut. The items are the
+    same at every block size, as the str.count oracle above checks at 64 bytes of context."""
+    import torch
+
+    from gptlab.checkpoints import load_model
+    from gptlab.training.tasks.formats import Item
+    from gptlab.training.tasks.run import cut_note
+    from gptlab.training.tasks.scoring import choice_loglikelihoods
+
+    model, tokenizer = load_model(str(byte_ckpt), "cpu")
+    block = int(model.cfg.block_size)
+    assert block == 64
+    items = built["items"][:40]
+    level, note = cut_note("val_continuation", 40, 40, block)
+    [said] = re.findall(r"follows the last (\d+) of each item's 64 context tokens", note)
+    n = int(said)
+    assert level == logging.INFO and note.startswith("val_continuation at block_size=64: which of 4 ")
+    full = choice_loglikelihoods(model, tokenizer, items, 16, torch.device("cpu"))
+    short = [Item(i.context[-n:], i.choices, i.label, i.delimiter) for i in items]
+    seen = choice_loglikelihoods(model, tokenizer, short, 16, torch.device("cpu"))
+    assert full.cut == 40 and seen.cut == 0  # the short items fit the block as they are
+    flat = [ll for lls in full.loglikelihoods for ll in lls]
+    assert [ll for lls in seen.loglikelihoods for ll in lls] == pytest.approx(flat, abs=1e-5)

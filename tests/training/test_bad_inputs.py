@@ -32,6 +32,10 @@ def bad(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "short.txt").write_text("tiny corpus\n")
     (d / "notackpt.ckpt").write_text("this is not a checkpoint\n")
     (d / "range.jsonl").write_text('{"context": "1 +", "choices": [" 1", " 2"], "answer": 2}\n')
+    (d / "gen.yaml").write_text(
+        f"task: gen\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {d / 'range.jsonl'}\n"
+        "test_split: test\noutput_type: generate_until\ndoc_to_text: '{{context}}'\ndoc_to_target: ' 1'\n"
+    )
     import argparse
 
     import torch
@@ -239,6 +243,13 @@ ROWS = [
         "tasks_bad_file",
         ["callbacks.tasks.names=[{bad}/range.jsonl]"],
         r"error: task='{bad}/range\.jsonl' line 1: answer=2 is out of range; accepted: 0\.\.1",
+    ),
+    (  # the message names the program that refuses it (train.py's loop), not evaluate.py
+        "tasks_generate_until",
+        ["callbacks.tasks.names=[{bad}/gen.yaml]"],
+        r"error: task='{bad}/gen\.yaml': output_type=generate_until is not scored by train\.py "
+        r"\(callbacks\.tasks\); accepted: multiple_choice \(scripts/run_lm_eval\.py scores generate_until "
+        r"tasks; docs/evaluation\.md\)",
     ),
     (
         "devices_too_many",

@@ -7,6 +7,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import tiktoken
 import tokenizers
@@ -86,26 +87,55 @@ def _batched(texts: Iterable[str], n: int) -> Iterator[list[str]]:
         yield batch
 
 
-def training_sample(texts: Iterable[str], budget: int | None, total: int | None) -> Iterator[str]:
+@dataclass
+class SampleCount:
+    """What training_sample read: bytes kept for the BPE, bytes read, and whether every document
+    was read (False: it stopped at the budget with documents left unread)."""
+
+    kept: int = 0
+    seen: int = 0
+    complete: bool = False
+
+
+def training_sample(
+    texts: Iterable[str], budget: int | None, total: int | None, count: SampleCount | None = None
+) -> Iterator[str]:
     """At most `budget` UTF-8 bytes of `texts` (whole documents) to train a BPE on.
 
     When the texts' total size is known they are thinned evenly: a document is kept while the bytes
     kept so far are behind budget/total of the bytes seen, so the sample spans the whole split, not
     its first part (a corpus concatenated source by source would otherwise train on one source).
-    Unknown total (a streamed hub set): the first `budget` bytes. Reading stops once it is full."""
-    if budget is None:
-        yield from texts
-        return
-    share = 1.0 if not total or total <= budget else budget / total
-    kept = seen = 0
+    Unknown total (a streamed hub set): the first `budget` bytes. Reading stops once it is full.
+    `count`, when given, records what was read (sample_line says it)."""
+    count = count if count is not None else SampleCount()
+    share = 1.0 if budget is None or not total or total <= budget else budget / total
     for text in texts:
-        if kept >= budget:
-            return
+        if budget is not None and count.kept >= budget:
+            return  # a document is left: the rest is not read
         n = len(text.encode("utf-8"))
-        if kept <= seen * share:
-            kept += n
+        if count.kept <= count.seen * share:
+            count.kept += n
             yield text
-        seen += n
+        count.seen += n
+    count.complete = True
+
+
+def sample_line(count: SampleCount, budget: int | None, total: int | None) -> str:
+    """The log line of what the BPE was trained on, in bytes read (not the budget)."""
+    limit = f"data.bpe_train_bytes={budget}"
+    if count.complete and count.kept == count.seen:
+        return f"BPE training sample: all {count.seen} bytes of the train documents ({limit} not reached)"
+    if count.complete:
+        return (
+            f"BPE training sample: {count.kept} of the {count.seen} bytes of the train documents, "
+            f"spread over them ({limit})"
+        )
+    of = f" of {total}" if total else " (the split's size unknown)"
+    how = "spread over the first" if total else "the first"
+    return (
+        f"BPE training sample: {count.kept} bytes, {how} {count.seen} bytes{of} of the train "
+        f"documents ({limit}; the rest not read)"
+    )
 
 
 def train_or_reuse(
@@ -127,10 +157,10 @@ def train_or_reuse(
     train = BPETokenizer.train_rustbpe if plan.bpe_trainer == "rustbpe" else BPETokenizer.train
     budget = plan.bpe_train_bytes
     total = train_bytes() if train_bytes is not None and budget is not None else None  # only when training
-    if budget is not None and (total is None or total > budget):
-        how = "spread over" if total else "the first bytes of (size unknown)"
-        log.info("BPE training sample: %d bytes %s the train documents (data.bpe_train_bytes)", budget, how)
-    bpe = train(training_sample(documents_fn(), budget, total), plan.bpe_vocab_size)
+    count = SampleCount()
+    bpe = train(training_sample(documents_fn(), budget, total, count), plan.bpe_vocab_size)
+    if budget is not None:
+        log.info("%s", sample_line(count, budget, total))
     if bpe.vocab_size < plan.bpe_vocab_size:
         log.warning(
             "BPE reached only %d of data.bpe_vocab_size=%d ids: the corpus has too few merges",

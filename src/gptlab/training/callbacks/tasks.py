@@ -8,9 +8,12 @@ row of `val/loss`). It runs at the first validation at or after each multiple of
 metrics.json's `tasks` holds each task's last evaluation (RunSummary reads `summary_fields`).
 
 Items are read once per run: task files when the callback is built (a bad file stops the run before
-training), built-in tasks at `setup`, from the run's own set-up datamodule. A built-in task the data
-cannot give (val_continuation needs a val document of 80 tokens and an end-of-text id) is
-skipped with a warning, so the default config still trains on any corpus; a task file never is.
+training), built-in tasks at `setup`, from the run's own set-up datamodule. At `setup`, before step 1,
+every task's requests are encoded with the run's tokenizer and fitted to its block_size, so a request
+that cannot be scored (a choice merged into its context's last token) stops the run before it
+trains. A built-in task the data cannot give (val_continuation needs a val document of 80 tokens
+and an end-of-text id) is skipped with a warning, so the default config still trains on any corpus;
+a task file never is.
 
 Under DDP each rank scores a contiguous share of the items and the per-item log-likelihoods are gathered
 (all_gather_object), so every rank summarizes all items in their order: one process's result, up to
@@ -35,10 +38,11 @@ import torch.distributed as dist
 
 from gptlab.config import TasksConfig
 from gptlab.training.tasks.formats import Item
-from gptlab.training.tasks.run import BUILTIN, load_task
-from gptlab.training.tasks.scoring import TaskResult, choice_loglikelihoods, summarize
+from gptlab.training.tasks.run import BUILTIN, cut_note, load_task
+from gptlab.training.tasks.scoring import TaskResult, choice_loglikelihoods, encode_items, summarize
 
 log = logging.getLogger(__name__)
+TOOL = "train.py (callbacks.tasks)"  # how errors about what the loop scores name it
 LOGGED = ("acc", "acc_norm", "bpb")  # task/<name>/<metric> (docs/telemetry.md)
 
 
@@ -108,7 +112,7 @@ class TaskEvaluation(L.Callback):
         self.batch_size = cfg.batch_size
         # task files are read now, so a bad one stops the run before it trains
         self.items: dict[str, list[Item]] = {
-            display_name(n): load_task(n) for n in self.names if n not in BUILTIN
+            display_name(n): load_task(n, tool=TOOL) for n in self.names if n not in BUILTIN
         }
         self.skipped: dict[str, str] = {}  # built-in tasks this run's data cannot give: name -> why
         self.results: dict[str, dict[str, Any]] = {}  # name -> the last evaluation's metrics
@@ -131,6 +135,23 @@ class TaskEvaluation(L.Callback):
         self.items = {
             display_name(n): self.items[display_name(n)] for n in self.names if n not in self.skipped
         }
+        self.check_requests(trainer.datamodule.tokenizer, int(pl_module.model.cfg.block_size))
+
+    def check_requests(self, tokenizer: Any, block: int) -> None:
+        """Every task's requests encoded with the run's tokenizer and fitted to its block, before
+        step 1: a choice the tokenizer merges into its context, or one longer than the block, stops
+        the run now (one line naming the task, item and choice) instead of at the first scoring."""
+        if self.items and tokenizer is None:
+            raise ValueError(
+                f"callbacks.tasks.names: {', '.join(self.items)} hold text, which this run's data has no "
+                "tokenizer to encode (token ids without data.tokenizer_path); accepted: a "
+                "data.tokenizer_path, or callbacks.tasks.names=[]"
+            )
+        for items in self.items.values():
+            try:
+                encode_items(tokenizer, items, block)
+            except ValueError as err:
+                raise ValueError(f"callbacks.tasks.names: {err}") from None
 
     def state_dict(self) -> dict[str, Any]:
         return {"last_step": self.last_step}
@@ -166,10 +187,9 @@ class TaskEvaluation(L.Callback):
                     metrics = self._score(trainer, model, pl_module.device, items)
                     if metrics["cut"] and name not in self._warned and trainer.global_rank == 0:
                         self._warned.add(name)
-                        log.warning(
-                            "task %s: %d of %d items had their context cut from the left to fit "
-                            "block_size=%d", name, metrics["cut"], len(items), model.cfg.block_size,
-                        )  # fmt: skip
+                        block = int(model.cfg.block_size)
+                        level, note = cut_note(name, metrics["cut"], len(items), block)
+                        log.log(level, "task %s", note)
                     for key in LOGGED:
                         # equal on every rank; sync_dist (max of equal values) only silences
                         # Lightning's warning about epoch-level values under DDP

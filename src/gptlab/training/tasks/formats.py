@@ -105,12 +105,11 @@ def parse_line(line: str, where: str) -> Item:
 
 
 def checked(item: Item, where: str, after: str = "") -> Item:
-    """The item, located at `where`, once its choices and context are non-empty."""
+    """The item, located at `where`, once its choices are non-empty. An empty context is scored
+    as lm-eval scores it, after the end-of-text token (scoring.encode_request)."""
     empty = [i for i, c in enumerate(item.choices) if not c]
     if empty:
         raise ValueError(f"{where}: choice {empty[0]} is empty{after}; accepted: non-empty choices")
-    if not item.context:
-        raise ValueError(f"{where}: the context is empty; accepted: a non-empty context")
     return replace(item, where=where)
 
 

@@ -90,16 +90,19 @@ class GptlabLM(LM):
             raise ValueError(f"{what} needs an EOS token to start from; this checkpoint's tokenizer has none")
         return int(self.eos)
 
-    def _encode(self, context: str, continuation: str) -> tuple[list[int], int]:
-        """(tokens, n_cont) as lm-eval's TemplateLM.loglikelihood makes them: an empty context
-        becomes the prefix token (or the continuation's first token, when that is the prefix)."""
-        if context:
-            return encode_request(self.tokenizer, context, continuation)
-        cont = [int(t) for t in self.tokenizer.encode(continuation)]
-        prefix = self._prefix("a request with an empty context")
-        if cont and cont[0] == prefix:
-            return cont, len(cont) - 1
-        return [prefix, *cont], len(cont)
+    @staticmethod
+    def where(request: Any) -> str:
+        """A request located as evaluate.py locates a choice: its task, document and choice."""
+        task = getattr(request, "task_name", None)
+        doc = getattr(request, "doc_id", None)
+        return f"task {task!r} doc {doc} choice {getattr(request, 'idx', 0)}"
+
+    def _encode(self, request: Any) -> tuple[list[int], int]:
+        """(tokens, n_cont) as lm-eval's TemplateLM.loglikelihood makes them (an empty context is
+        the prefix token, or the continuation's first token when that is the prefix), by the code
+        evaluate.py's task= runs."""
+        context, continuation = request.args[:2]
+        return encode_request(self.tokenizer, context, continuation, f"{self.where(request)}: ")
 
     def _score(self, encoded: list[tuple[list[int], int]], what: str) -> list[tuple[float, bool]]:
         """(log-likelihood, is_greedy) per request, each cut from the left to block_size + 1 tokens."""
@@ -115,7 +118,7 @@ class GptlabLM(LM):
 
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         """(log p(continuation | context), whether greedy decoding gives the continuation) each."""
-        out = self._score([self._encode(*r.args[:2]) for r in requests], "loglikelihood")
+        out = self._score([self._encode(r) for r in requests], "loglikelihood")
         for request, result in zip(requests, out, strict=True):
             self.cache_hook.add_partial("loglikelihood", request.args, result)
         return out

@@ -12,9 +12,9 @@ import torch
 from gptlab.checkpoints import load_checkpoint
 from gptlab.data.spec import tokenizer_from_spec
 from gptlab.training.tasks.formats import Item, read_task
-from gptlab.training.tasks.lm_eval_tasks import YAML_SUFFIXES, read_yaml_task
+from gptlab.training.tasks.lm_eval_tasks import EVALUATE, YAML_SUFFIXES, read_yaml_task
 from gptlab.training.tasks.scoring import choice_loglikelihoods, summarize
-from gptlab.training.tasks.val_task import val_continuation
+from gptlab.training.tasks.val_task import measured, val_continuation
 
 # Named tasks built from our corpora: name -> builder(datamodule) -> items. A builder reads the
 # configured data's val split through a set-up TokenDataModule (the training run's, or evaluate.py's
@@ -43,18 +43,30 @@ def task_names(spec: str) -> list[str]:
     return names
 
 
-def load_task(name: str, datamodule: Any | None = None) -> list[Item]:
+def load_task(name: str, datamodule: Any | None = None, tool: str = EVALUATE) -> list[Item]:
     """The items of one task: a task file, or a built-in task built from `datamodule`'s val split.
 
-    The one seam every caller goes through (evaluate.py, the in-loop callback, the lm-eval bridge).
+    The one seam every caller goes through (evaluate.py, the in-loop callback, the lm-eval bridge);
+    `tool` names the caller in errors about what it scores.
     """
     if name in BUILTIN:
         if datamodule is None:
             raise ValueError(f"task={name!r} is built from a data config's val split; none was given")
         return BUILTIN[name](datamodule)
     if name.endswith(YAML_SUFFIXES):
-        return read_yaml_task(name)
+        return read_yaml_task(name, tool)
     return read_task(name)
+
+
+def cut_note(name: str, cut: int, n_items: int, block: int) -> tuple[int, str]:
+    """(log level, line) for a task whose contexts were cut to fit block_size. The built-in task's
+    items all have one length, so a cut is what it measures at that block_size (said, not warned);
+    a task file's cut items lost context its author wrote (warned)."""
+    if name == "val_continuation":
+        return logging.INFO, measured(block)
+    return logging.WARNING, (
+        f"{name}: {cut} of {n_items} items had their context cut from the left to fit block_size={block}"
+    )
 
 
 def evaluate_tasks(
@@ -80,10 +92,8 @@ def evaluate_tasks(
         items = files[name] if name in files else load_task(name, datamodule)
         result = choice_loglikelihoods(model, tokenizer, items, batch_size or DEFAULT_BATCH, device)
         if result.cut:
-            log.warning(
-                "%s: %d of %d items had their context cut from the left to fit block_size=%d",
-                name, result.cut, len(items), model.cfg.block_size,
-            )  # fmt: skip
+            level, note = cut_note(name, result.cut, len(items), int(model.cfg.block_size))
+            log.log(level, "%s", note)
         out.append((name, summarize(result)))
     return {"tasks": out, "block_size": int(model.cfg.block_size)}
 

@@ -42,13 +42,17 @@ def split_request(context: str, continuation: str) -> tuple[str, str]:
 
 def encode_request(tokenizer: Any, context: str, continuation: str, where: str = "") -> tuple[list[int], int]:
     """(context tokens + continuation tokens, how many are the continuation's), as lm-eval's
-    TemplateLM._encode_pair makes them: the context is its own encoding, and the continuation's
+    TemplateLM.loglikelihood makes them: the context is its own encoding, and the continuation's
     tokens are those of the whole string's encoding after as many tokens as the context has.
 
     Where the tokenizer merges across the boundary the sequence scored is not the whole string's
     encoding: "class Stac" + "k:" is the tokens of "class Stac" followed by those of "class Stack:"
-    from the same position on, which may be only ":".
+    from the same position on, which may be only ":". An empty context is the end-of-text token
+    (lm-eval's prefix token when a tokenizer has no BOS; gptlab's have none), or the continuation's
+    own first token when that is it.
     """
+    if context == "":  # lm-eval tests the context before its split: "" only, not whitespace
+        return _prefixed(tokenizer, continuation, where)
     context, continuation = split_request(context, continuation)
     whole = [int(t) for t in tokenizer.encode(context + continuation)]
     head = [int(t) for t in tokenizer.encode(context)]
@@ -60,6 +64,21 @@ def encode_request(tokenizer: Any, context: str, continuation: str, where: str =
             "after a space"
         )
     return head + tail, len(tail)
+
+
+def _prefixed(tokenizer: Any, continuation: str, where: str) -> tuple[list[int], int]:
+    """An empty context's request: [EOS] + the continuation's tokens, or the continuation's tokens
+    alone (the first one unscored) when they start with EOS."""
+    prefix = getattr(tokenizer, "eos_id", None)
+    if prefix is None:
+        raise ValueError(
+            f"{where}an empty context is scored after the end-of-text token, which the tokenizer "
+            f"{getattr(tokenizer, 'name', '')!r} does not have; accepted: a non-empty context"
+        )
+    cont = [int(t) for t in tokenizer.encode(continuation)]
+    if cont and cont[0] == int(prefix):
+        return cont, len(cont) - 1
+    return [int(prefix), *cont], len(cont)
 
 
 def requests(items: list[Item]) -> list[tuple[int, int, str, str]]:
@@ -127,11 +146,13 @@ def score_requests(
     return out
 
 
-def choice_loglikelihoods(
-    model: Any, tokenizer: Any, items: list[Item], batch_size: int, device: torch.device
-) -> TaskResult:
-    """Every choice's log-likelihood given its context; long contexts cut from the left."""
-    block = int(model.cfg.block_size)
+def encode_items(
+    tokenizer: Any, items: list[Item], block: int
+) -> tuple[list[tuple[list[int], int]], set[int]]:
+    """Every request of the items encoded and fitted to block_size: ((tokens, n_cont) per choice,
+    the items whose context was cut). A request that cannot be scored (a choice that merges into
+    its context, a continuation longer than the block) raises, naming the item and choice: callers
+    that must refuse a task before training (callbacks/tasks.py) call this alone."""
     encoded: list[tuple[list[int], int]] = []
     cut_items: set[int] = set()
     for i, j, context, continuation in requests(items):
@@ -141,6 +162,14 @@ def choice_loglikelihoods(
         if cut:
             cut_items.add(i)
         encoded.append((tokens, n_cont))
+    return encoded, cut_items
+
+
+def choice_loglikelihoods(
+    model: Any, tokenizer: Any, items: list[Item], batch_size: int, device: torch.device
+) -> TaskResult:
+    """Every choice's log-likelihood given its context; long contexts cut from the left."""
+    encoded, cut_items = encode_items(tokenizer, items, int(model.cfg.block_size))
     flat = [ll for ll, _ in score_requests(model, encoded, batch_size, device)]
     lls: list[list[float]] = [[] for _ in items]
     n_tokens: list[list[int]] = [[] for _ in items]

@@ -67,6 +67,24 @@ class ValContinuation:
 DEFAULT = ValContinuation()
 
 
+def context_seen(block: int, params: ValContinuation = DEFAULT) -> int:
+    """The context tokens a model of this block_size scores each item on: the scorer keeps a
+    request's last block_size + 1 tokens, and every item is exactly context_tokens +
+    continuation_tokens long, so below that it is the same item with its context's last tokens."""
+    return max(0, min(params.context_tokens, block + 1 - params.continuation_tokens))
+
+
+def measured(block: int, params: ValContinuation = DEFAULT) -> str:
+    """What the task measures at this block_size, when that is less context than its items hold."""
+    seen, c = context_seen(block, params), params.context_tokens
+    return (
+        f"{NAME} at block_size={block}: which of {params.choices} continuations of "
+        f"{params.continuation_tokens} tokens follows the last {seen} of each item's {c} context "
+        f"tokens (the same {params.items} items at every block_size; all {c} from block_size="
+        f"{c + params.continuation_tokens - 1}; docs/evaluation.md)"
+    )
+
+
 def draw(seed: int, *key: object) -> int:
     """A uniform 64-bit integer from (seed, key): the task's only source of randomness."""
     digest = hashlib.blake2b(repr((seed, *key)).encode(), digest_size=8).digest()
