@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+from collections import Counter
 from collections.abc import Callable
 
 import pytest
@@ -156,17 +157,22 @@ def test_planned_optimizer_state_is_the_built_optimizers(name: str, precision: s
 def test_a_peak_inside_muons_step_is_the_real_steps() -> None:
     """A short batch on wide matrices puts the peak inside Muon's step (every gradient alive). The
     fake step's peak is the real step's (the oracle's loop with gptlab's optimizer); the optimizer
-    part is the state alone and the step's transients are temporaries, by torch's Newton–Schulz
-    code: for the largest A × B matrix Nesterov's fp32 blend (4·A·B bytes), the bf16 iterate and
-    its successor (2 · 2·A·B) and the Gram product X·Xᵀ with its polynomial (2 · 2·min(A, B)²)."""
+    part is the state alone and the step's transients are temporaries, by BatchedMuon's code
+    (training/muon.py), which updates k same-shape A × B matrices as one stack, in place on two
+    float32 stacked copies (the blend of gradients and momentum, 2 · 4·k·A·B bytes): inside
+    Newton–Schulz the bfloat16 iterate and its successor (2 · 2·k·A·B), the Gram products and their
+    polynomial (2 · 2·k·min(A, B)²) and the k bfloat16 norms (2·k) are alive beside them. The largest
+    stack's 12·k·A·B + 4·k·min(A, B)² + 2·k bytes. (torch's one-matrix Muon: 8·A·B + 4·min(A, B)².)"""
     model_cfg = cfg(n_embd=256, block_size=8)
     fake = measure(Setup(model_cfg, MUON, 1, precision="32-true", device="cpu"))
     real = oracle_step(model_cfg, 1, 1, "32-true", lambda m: build_optimizer(m, MUON, "cuda"))
     assert fake.peak == pytest.approx(real["peak"], rel=0.01)
     model = GPT(model_cfg)
-    a, b = max((p.shape for n, p in model.named_parameters() if is_muon_param(n)), key=math.prod)
+    shapes = Counter(tuple(p.shape) for n, p in model.named_parameters() if is_muon_param(n))
+    k, (a, b) = max(((k, shape) for shape, k in shapes.items()), key=lambda ks: ks[0] * math.prod(ks[1]))
+    assert k > 1  # a real stack: the model repeats a shape
     assert fake.optimizer == built_state_bytes(model_cfg, MUON, torch.float32)
-    assert fake.temporaries == 8 * a * b + 4 * min(a, b) ** 2
+    assert fake.temporaries == 12 * k * a * b + 4 * k * min(a, b) ** 2 + 2 * k
     assert fake.activations < fake.temporaries  # the peak is the step's, not the forward's
 
 

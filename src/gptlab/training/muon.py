@@ -22,9 +22,10 @@ from collections.abc import Callable
 
 import torch
 
-# stack at most this many elements of one shape at once: bounds the transient copies (several
-# stacks of this size, float32 and bfloat16) at 7B shapes; GPT-2's shapes fit in one stack each
-MAX_STACK = 1 << 26
+# stack at most this many elements of one shape at once: the step's transients are about 12 bytes an
+# element of the largest stack (16 with the guard's flag), so 2^24 bounds them near 200 MiB at any
+# size; GPT-2 124M's 3072 × 768 matrices go 7 to a stack (tests/planning/test_planner.py)
+MAX_STACK = 1 << 24
 
 
 class BatchedMuon(torch.optim.Muon):
@@ -50,13 +51,22 @@ class BatchedMuon(torch.optim.Muon):
                 self.state[p]["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         bufs = [self.state[p]["momentum_buffer"] for p in params]
         mu, lr, wd = group["momentum"], float(group["lr"]), group["weight_decay"]
-        grads = torch.stack([p.grad for p in params])
-        old_bufs = torch.stack(bufs)
-        new_bufs = old_bufs.lerp(grads, 1 - mu)
-        update = grads.lerp(new_bufs, mu) if group["nesterov"] else new_bufs
+        # in place on the stacked copies, each freed once used: the transients are those copies (the
+        # planner measures them; docs/performance.md), so fewer alive at once is less peak memory
+        update = torch.stack([p.grad for p in params])
+        new_bufs = torch.stack(bufs)
+        old_bufs = None if skip is None else new_bufs.clone()
+        new_bufs.lerp_(update, 1 - mu)
+        if group["nesterov"]:
+            update.lerp_(new_bufs, mu)
+        else:
+            update = new_bufs
         ortho = newton_schulz(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
-        old = torch.stack(params)
-        new = old.mul(1 - lr * wd).add_(ortho, alpha=-_adjust_lr(lr, group["adjust_lr_fn"], params[0].shape))
+        del update
+        new = torch.stack(params)
+        old = None if skip is None else new.clone()
+        new.mul_(1 - lr * wd).add_(ortho, alpha=-_adjust_lr(lr, group["adjust_lr_fn"], params[0].shape))
+        del ortho
         if skip is not None:  # the guard's drop, on the device: NaN never reaches weights or buffers
             new = torch.where(skip, old, new)
             new_bufs = torch.where(skip, old_bufs, new_bufs)
