@@ -53,12 +53,12 @@ MUTANTS: list[Mutant] = [
            "x, y = batch[:, :-1], batch[:, :-1]", "training predicts the current token"),
     Mutant("val_target_shift", "training/validation.py", "x, y = tokens[:, :-1], tokens[:, 1:]",
            "x, y = tokens[:, :-1], tokens[:, :-1]", "validation scores current-token copying"),
-    # --- LR schedule and weight decay (training/optim.py) ---
-    Mutant("warmup_off_by_one", "training/optim.py", "return (step + 1) / cfg.warmup_steps",
+    # --- LR schedule (training/schedules.py) and weight decay (training/optim.py) ---
+    Mutant("warmup_off_by_one", "training/schedules.py", "return (step + 1) / cfg.warmup_steps",
            "return step / cfg.warmup_steps", "warmup starts at lr 0"),
-    Mutant("cosine_sign", "training/optim.py", "0.5 * (1.0 + math.cos(math.pi * progress))",
-           "0.5 * (1.0 - math.cos(math.pi * progress))", "cosine rises instead of decaying"),
-    Mutant("min_lr_floor_dropped", "training/optim.py", "return floor + (1.0 - floor) * shape",
+    Mutant("cosine_sign", "training/schedules.py", "0.5 * (1.0 + math.cos(math.pi * progress)) if",
+           "0.5 * (1.0 - math.cos(math.pi * progress)) if", "cosine rises instead of decaying"),
+    Mutant("min_lr_floor_dropped", "training/schedules.py", "return floor + (1.0 - floor) * shape",
            "return shape", "decay goes to 0, not min_lr"),
     Mutant("decay_on_all_params", "training/optim.py", "buckets.pop(GAINS), \"weight_decay\": 0.0}",
            "buckets.pop(GAINS), \"weight_decay\": weight_decay}", "gains and biases decay too"),
