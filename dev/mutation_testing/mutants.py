@@ -641,6 +641,32 @@ MUTANTS: list[Mutant] = [
     Mutant("tasks_every_validation", "training/callbacks/tasks.py",
            "return step // self.every > self.last_step // self.every", "return True",
            "callbacks.tasks.every_n_steps ignored: the tasks are scored at every validation"),
+    # --- warmup-stable-decay and decay branches (training/schedules.py, training/branches.py, wsd.py;
+    #     tests/training/test_wsd_schedule.py, tests/training/test_wsd_branches.py) ---
+    Mutant("wsd_sqrt_as_linear", "training/schedules.py", '"sqrt": lambda p: 1.0 - math.sqrt(p),',
+           '"sqrt": lambda p: 1.0 - p,', "optim.decay_shape=sqrt decays linearly"),
+    Mutant("wsd_decay_one_step_late", "training/schedules.py", "start = max_steps - decay",
+           "start = max_steps - decay + 1", "the decay starts one step late (the last step misses min_lr)"),
+    Mutant("wsd_both_decay_lengths_accepted", "wsd.py", "if len(given) != 1:", "if not given:",
+           "decay_steps and decay_fraction together: one is silently ignored"),
+    Mutant("wsd_token_points_floored", "training/branches.py", "math.ceil(n / per_step)", "n // per_step",
+           "a token branch point lands on the step before its tokens are reached"),
+    Mutant("branch_schedule_step_lost", "training/schedules.py", "step = scheduler.last_epoch", "step = 0",
+           "a branch restores the scheduler without its step count: its first LR is the warmup's"),
+    Mutant("branch_keeps_trunk_lr", "training/schedules.py", 'group["lr"] = base * fn(step)', "pass",
+           "a branch's first step runs at the trunk's held LR, not its decay's"),
+    Mutant("branch_rng_fork_leaks", "training/callbacks/rng.py",
+           'self._before_val["torch"], self._after_step = self._after_step, None', "self._after_step = None",
+           "the val iterator's draw leaks into training: a branch point's RNG is not the next step's"),
+    Mutant("branch_length_off_by_one", "training/branches.py", "max_steps=at + d)", "max_steps=at + d + 1)",
+           "a branch runs one step more than its twin"),
+    Mutant("branch_missing_checkpoint_unchecked", "training/branches.py", "if not ckpt.is_file():",
+           "if False:", "a branch point with no checkpoint fails in Lightning's words, not one line"),
+    Mutant("branch_decayed_trunk_accepted", "training/branches.py",
+           'if t_optim.get("schedule") != "wsd" or t_optim.get("decay_steps") != 0:', "if False:",
+           "a branch of a run that already decayed is accepted"),
+    Mutant("branch_model_data_unchecked", "training/branches.py", 'for s in ("model", "data", "optim")',
+           'for s in ("optim",)', "a branch with another model or data than its trunk's is accepted"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -94,3 +94,15 @@ def check_wsd(optim: Any, max_steps: int) -> None:
             f"optim.branch_points has step {late[0]}, past trainer.max_steps={max_steps}; "
             f"give steps in [1, {max_steps}]"
         )
+
+
+def run_steps(composed: dict[str, Any]) -> int | None:
+    """A run's length in optimizer steps from its composed config (.hydra/config.yaml): a decay
+    branch's is branch.at + optim.decay_steps (its trainer.max_steps is set when it starts), any
+    other run's trainer.max_steps. None when the config does not say."""
+    branch = composed.get("branch") or {}
+    at, decay = branch.get("at"), (composed.get("optim") or {}).get("decay_steps")
+    if composed.get("branch_from") and isinstance(at, int) and isinstance(decay, int):
+        return at + decay
+    value = (composed.get("trainer") or {}).get("max_steps")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

@@ -67,16 +67,21 @@ def prepare_branch(cfg: TrainConfig, composed: dict[str, Any]) -> tuple[TrainCon
         return cfg, None
     trunk = Path(cfg.branch_from)
     if at is None:
-        raise ValueError(f"branch_from={str(trunk)!r} needs branch.at=<step>, one of the trunk's branch points")
+        raise ValueError(
+            f"branch_from={str(trunk)!r} needs branch.at=<step>, one of the trunk's branch points"
+        )
     if cfg.ckpt_path is not None:
-        raise ValueError("branch_from and ckpt_path cannot be combined: a branch starts from its trunk's checkpoint")
+        raise ValueError(
+            "branch_from and ckpt_path cannot be combined: a branch starts from its trunk's checkpoint"
+        )
     record = read_record(trunk)
     t_optim = record["config"].get("optim", {})
     if t_optim.get("schedule") != "wsd" or t_optim.get("decay_steps") != 0:
         raise ValueError(
             f"branch_from={str(trunk)!r} decayed (optim.schedule={t_optim.get('schedule')}, "
             f"decay_steps={t_optim.get('decay_steps')}, decay_fraction={t_optim.get('decay_fraction')}): "
-            "a branch starts from a trunk's held LR; train the trunk with optim.schedule=wsd optim.decay_steps=0"
+            "a branch starts from a trunk's held LR; train the trunk with optim.schedule=wsd "
+            "optim.decay_steps=0"
         )
     ckpt = trunk / "checkpoints" / checkpoint_name(at)
     if not ckpt.is_file():
@@ -115,12 +120,16 @@ def read_record(trunk: Path) -> dict[str, Any]:
 def check_same_run(branch: dict[str, Any], trunk: dict[str, Any], where: Path) -> None:
     """The branch's composed model, data and optim sections, seed and accumulation against the
     trunk's (MAY_DIFFER aside): the first difference, in one line."""
-    pairs = [(f"{s}.{k}", (branch.get(s) or {}).get(k), (trunk.get(s) or {}).get(k))
-             for s in ("model", "data", "optim")
-             for k in sorted(set(branch.get(s) or {}) | set(trunk.get(s) or {})) if k not in MAY_DIFFER[s]]  # fmt: skip
+    pairs = []
+    for s in ("model", "data", "optim"):
+        mine, theirs = branch.get(s) or {}, trunk.get(s) or {}
+        keys = sorted(k for k in set(mine) | set(theirs) if k not in MAY_DIFFER[s])
+        pairs += [(f"{s}.{k}", mine.get(k), theirs.get(k)) for k in keys]
     pairs.append(("seed", branch.get("seed"), trunk.get("seed")))
     accumulate = "accumulate_grad_batches"
-    pairs.append((f"trainer.{accumulate}", branch["trainer"].get(accumulate), trunk["trainer"].get(accumulate)))
+    pairs.append(
+        (f"trainer.{accumulate}", branch["trainer"].get(accumulate), trunk["trainer"].get(accumulate))
+    )
     for key, mine, theirs in pairs:
         if mine != theirs:
             raise ValueError(
@@ -149,7 +158,9 @@ class BranchPointCheckpoints(L.Callback):
     def on_fit_start(self, trainer: L.Trainer, pl_module: Any) -> None:
         self.done = {s for s in self.steps if (self.dir / checkpoint_name(s)).is_file()}
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
         step = trainer.global_step
         if step in self.steps and step not in self.done:
             self.done.add(step)

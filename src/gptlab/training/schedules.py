@@ -33,7 +33,9 @@ def lr_factor(cfg: OptimConfig, max_steps: int) -> Callable[[int], float]:
         )
     floor = cfg.min_lr / cfg.lr if cfg.lr > 0 else 0.0
     if cfg.schedule == "wsd":
-        return wsd_factor(cfg.warmup_steps, max_steps, wsd_decay_steps(cfg, max_steps), cfg.decay_shape, floor)
+        return wsd_factor(
+            cfg.warmup_steps, max_steps, wsd_decay_steps(cfg, max_steps), cfg.decay_shape, floor
+        )
 
     def factor(step: int) -> float:
         if step < cfg.warmup_steps:
@@ -76,6 +78,7 @@ def apply_schedule(schedulers: list[Any]) -> None:
         if not isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
             continue
         step = scheduler.last_epoch
-        for group, base, fn in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+        groups = scheduler.optimizer.param_groups
+        for group, base, fn in zip(groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
             group["lr"] = base * fn(step)
         scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]

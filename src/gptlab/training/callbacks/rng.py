@@ -141,7 +141,9 @@ class RNGStateCheckpoint(L.Callback):
             restore_rng(self._pending)
             self._pending = None
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
         # before a validation's iterator draws (see the docstring); that draw takes torch's CPU
         # generator only, so only its state is kept on every step (a 5 kB copy)
         self._after_step = torch.get_rng_state()
