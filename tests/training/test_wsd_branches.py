@@ -125,6 +125,8 @@ def test_the_branch_records_its_trunk_and_point(runs: dict) -> None:
     }  # fmt: skip
     assert metrics["group"] == trunk["group"] == trunk["run_name"] and metrics["steps"] == 7
     assert trunk["branch_points"] == [{"step": 4, "tokens": 4 * 4 * 32}, {"step": 8, "tokens": 8 * 4 * 32}]
+    record = json.loads((base / "branch" / "wsd.json").read_text())["config"]
+    assert record["optim"]["schedule"] == "wsd" and record["trainer"]["max_steps"] == 7
     hparams = yaml.safe_load((base / "branch" / "csv" / "hparams.yaml").read_text())
     assert hparams["branch"]["at"] == 4 and hparams["branch"]["trunk"] == metrics["branch"]["trunk"]
     assert (base / "trunk" / "checkpoints" / "best.ckpt").is_file()  # a branch leaves its trunk's files

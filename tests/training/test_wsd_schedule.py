@@ -65,15 +65,16 @@ def test_decay_fraction_is_the_run_s_share_rounded_and_decay_zero_holds() -> Non
 
 
 def test_other_schedules_keep_their_factors() -> None:
+    # a quarter into the decay (step 9 of 24 after a 4-step warmup): cosine (1 + cos π/4)/2, linear 3/4
     for schedule, mid in (
-        ("cosine", 0.5 * (1 + math.cos(math.pi * 0.5))),
-        ("linear", 0.5),
+        ("cosine", 0.5 * (1 + math.cos(math.pi * 0.25))),
+        ("linear", 0.75),
         ("constant", 1.0),
     ):
         f = lr_factor(OptimConfig(lr=LR, min_lr=FLOOR, warmup_steps=4, schedule=schedule), 24)
         floor = FLOOR / LR
         assert f(0) == 0.25 and f(3) == 1.0
-        assert f(14) == pytest.approx(mid if schedule == "constant" else floor + (1 - floor) * mid)
+        assert f(9) == pytest.approx(mid if schedule == "constant" else floor + (1 - floor) * mid)
 
 
 def test_a_run_logs_the_lr_of_the_formula_at_every_step(tmp_path: Path, cache: Path) -> None:

@@ -81,6 +81,9 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
     """One training job in this process (and, for several local devices, its worker processes)."""
     composed = OmegaConf.to_container(raw, resolve=True)
     cfg, branch = prepare_branch(cfg, composed)  # a branch's refusals: before anything is written
+    if branch:  # its records (wandb config, wsd.json) say what runs: the trunk's WSD, at + d steps
+        composed["optim"].update(schedule="wsd", branch_points=[])
+        composed["trainer"]["max_steps"] = cfg.trainer.max_steps
     accelerator, devices = resolve_devices(cfg)
     tasks = task_callbacks(cfg)  # names checked, task files read: a bad one fails before the data is prepared
     L.seed_everything(cfg.seed, workers=True, verbose=False)
