@@ -43,8 +43,13 @@ class Batches(L.Callback):
 
 
 class Crash(L.Callback):
+    """Fails the run as step `at` starts (after the last.ckpt of checkpoint_every_n_steps=3)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, i) -> None:
-        if trainer.global_step == 7:
+        if trainer.global_step == self.at:
             raise RuntimeError("simulated crash")
 
 
@@ -59,8 +64,8 @@ def run(run_dir: Path, cache: Path, *overrides: str, extra: L.Callback | None = 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> dict:
-    """A trunk, the twin of its branch (4, 3), that branch; a trunk crashed at 7 and resumed from
-    its step-6 last.ckpt; the branch (8, 2) of each trunk."""
+    """A trunk, the twin of its branch (4, 3), that branch, and that branch crashed at 6 and resumed;
+    a trunk crashed at 7 and resumed from its step-6 last.ckpt; the branch (8, 2) of each trunk."""
     base = tmp_path_factory.mktemp("wsd")
     out: dict = {"base": base}
     run(base / "trunk", cache, *TRUNK)
@@ -69,8 +74,20 @@ def runs(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> dict:
         base / "branch", cache, *RUN, f"branch_from={base / 'trunk'}", "branch.at=4", "optim.decay_steps=3"
     )
     with pytest.raises(RuntimeError, match="simulated crash"):
-        run(base / "crashed", cache, *TRUNK, extra=Crash())
+        run(base / "crashed", cache, *TRUNK, extra=Crash(7))
     run(base / "crashed", cache, *TRUNK, f"ckpt_path={base / 'crashed' / 'checkpoints' / 'last.ckpt'}")
+    # validating every 2 steps: ModelCheckpoint saves last.ckpt after the validation at 6 (before a
+    # first val/loss it defers), and the forked RNG makes the extra validations leave the losses alone
+    branch = [*RUN, f"branch_from={base / 'trunk'}", "branch.at=4", "optim.decay_steps=3"]
+    branch.append("trainer.val_check_interval=2")
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run(base / "branch-crashed", cache, *branch, extra=Crash(6))
+    run(
+        base / "branch-crashed",
+        cache,
+        *branch,
+        f"ckpt_path={base / 'branch-crashed' / 'checkpoints' / 'last.ckpt'}",
+    )
     for trunk in ("trunk", "crashed"):
         run(
             base / f"{trunk}-8",
@@ -112,6 +129,16 @@ def test_a_branch_of_a_resumed_trunk_is_the_branch_of_the_uninterrupted_one(runs
     assert ckpt["trunk"]["lr_schedulers"] == ckpt["crashed"]["lr_schedulers"]
     assert ckpt["trunk"]["callbacks"]["RNGStateCheckpoint"]["ranks"][0]["torch"].equal(
         ckpt["crashed"]["callbacks"]["RNGStateCheckpoint"]["ranks"][0]["torch"]
+    )
+
+
+def test_an_interrupted_branch_resumes_its_own_checkpoint(runs: dict) -> None:
+    """branch_from with ckpt_path=<the branch's last.ckpt>: the rest of the branch, as uninterrupted."""
+    base = runs["base"]
+    again, branch = series(base / "branch-crashed", "train/loss"), series(base / "branch", "train/loss")
+    assert again == branch  # its CSV keeps the first attempt's steps 4, 5; step 6 is the resumed run's
+    assert all(
+        torch.equal(weights(base / "branch")[k], v) for k, v in weights(base / "branch-crashed").items()
     )
 
 

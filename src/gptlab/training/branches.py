@@ -57,8 +57,9 @@ def resolve_points(cfg: TrainConfig, world_size: int) -> list[dict[str, int]]:
 
 
 def prepare_branch(cfg: TrainConfig, composed: dict[str, Any]) -> tuple[TrainConfig, dict[str, Any] | None]:
-    """A branch's config (ckpt_path the trunk's checkpoint, max_steps = at + d, the trunk's WSD
-    schedule) and its record for metrics.json and the loggers; (cfg, None) for any other run.
+    """A branch's config (ckpt_path the trunk's checkpoint, or the branch's own to resume it;
+    max_steps = at + d; the trunk's WSD schedule) and its record for metrics.json and the loggers;
+    (cfg, None) for any other run.
     Every refusal is one line, raised before anything is written."""
     at = cfg.branch.at
     if cfg.branch_from is None:
@@ -69,10 +70,6 @@ def prepare_branch(cfg: TrainConfig, composed: dict[str, Any]) -> tuple[TrainCon
     if at is None:
         raise ValueError(
             f"branch_from={str(trunk)!r} needs branch.at=<step>, one of the trunk's branch points"
-        )
-    if cfg.ckpt_path is not None:
-        raise ValueError(
-            "branch_from and ckpt_path cannot be combined: a branch starts from its trunk's checkpoint"
         )
     record = read_record(trunk)
     t_optim = record["config"].get("optim", {})
@@ -102,7 +99,8 @@ def prepare_branch(cfg: TrainConfig, composed: dict[str, Any]) -> tuple[TrainCon
     check_wsd(optim, trainer.max_steps)
     branch = {"trunk": str(trunk.resolve()), "trunk_name": record["name"], "at": at, "decay_steps": d}
     branch["group"] = record.get("group") or record["name"]
-    cfg = dataclasses.replace(cfg, optim=optim, trainer=trainer, ckpt_path=str(ckpt))
+    # ckpt_path with branch_from: an interrupted branch resumes its own last.ckpt (the checks above hold)
+    cfg = dataclasses.replace(cfg, optim=optim, trainer=trainer, ckpt_path=cfg.ckpt_path or str(ckpt))
     return cfg, branch
 
 
