@@ -665,6 +665,8 @@ MUTANTS: list[Mutant] = [
     Mutant("branch_decayed_trunk_accepted", "training/branches.py",
            'if t_optim.get("schedule") != "wsd" or t_optim.get("decay_steps") != 0:', "if False:",
            "a branch of a run that already decayed is accepted"),
+    Mutant("branch_resume_restarts", "training/branches.py", "ckpt_path=cfg.ckpt_path or str(ckpt)",
+           "ckpt_path=str(ckpt)", "an interrupted branch restarts from its trunk's checkpoint, not its own"),
     Mutant("branch_model_data_unchecked", "training/branches.py", 'for s in ("model", "data", "optim")',
            'for s in ("optim",)', "a branch with another model or data than its trunk's is accepted"),
 ]

@@ -82,7 +82,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> dict:
     branch.append("trainer.val_check_interval=2")
     with pytest.raises(RuntimeError, match="simulated crash"):
         run(base / "branch-crashed", cache, *branch, extra=Crash(6))
-    run(
+    out["branch-resumed"] = run(
         base / "branch-crashed",
         cache,
         *branch,
@@ -137,6 +137,7 @@ def test_an_interrupted_branch_resumes_its_own_checkpoint(runs: dict) -> None:
     base = runs["base"]
     again, branch = series(base / "branch-crashed", "train/loss"), series(base / "branch", "train/loss")
     assert again == branch  # its CSV keeps the first attempt's steps 4, 5; step 6 is the resumed run's
+    assert runs["branch-resumed"] == {6: runs["branch"][6]}  # it ran step 6 alone, on step 6's data
     assert all(
         torch.equal(weights(base / "branch")[k], v) for k, v in weights(base / "branch-crashed").items()
     )
