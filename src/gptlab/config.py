@@ -10,9 +10,10 @@ from hydra.core.config_store import ConfigStore
 
 from gptlab.data.config import DataConfig
 from gptlab.model.config import GPTConfig
+from gptlab.wsd import check_decay_fields, check_wsd
 
 STRATEGIES = ("auto", "ddp", "fsdp")
-SCHEDULES = ("cosine", "linear", "constant")
+SCHEDULES = ("cosine", "linear", "constant", "wsd")
 OPTIMIZERS = ("adamw", "muon")
 MUON_ADJUST_LR = ("match_rms_adamw", "original")  # torch.optim.Muon's adjust_lr_fn options
 NONFINITE_POLICIES = ("stop", "skip")
@@ -89,6 +90,13 @@ class OptimConfig:
     muon_ns_steps: int = 5  # Newton–Schulz iterations
     muon_adjust_lr: str = "match_rms_adamw"  # or original (Jordan's sqrt(max(1, A/B)))
     muon_lr_mult: float = 1.0  # the Muon group's LR = lr × this (1 under match_rms_adamw)
+    # optim.schedule=wsd: warmup, optim.lr held, then a decay to min_lr over exactly one of these
+    decay_steps: int | None = None  # the last this many steps (0: no decay, a trunk)
+    decay_fraction: float | None = None  # or this fraction of trainer.max_steps (rounded)
+    decay_shape: str = "sqrt"  # linear | sqrt (1 − sqrt, Hägele et al. 2024) | cosine
+    # a trunk (wsd, decay_steps=0) saves checkpoints/branch_<step>.ckpt at each: a step (int) or
+    # a token count (a string with a K/M/G/T suffix, e.g. '2M': the first step reaching it)
+    branch_points: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         """One line naming the field, before start-up (torch would refuse some of these only later,
@@ -115,6 +123,7 @@ class OptimConfig:
             raise ValueError(
                 f"optim.schedule={self.schedule!r} is not accepted; choose one of {', '.join(SCHEDULES)}"
             )
+        check_decay_fields(self)
         self._check_muon()
 
     def _check_muon(self) -> None:
@@ -270,6 +279,13 @@ class SampleConfig:
 
 
 @dataclass
+class BranchConfig:
+    """Where a decay branch starts (with branch_from=<trunk run dir>): the trunk's branch point."""
+
+    at: int | None = None  # a step of the trunk's optim.branch_points (its checkpoint's step)
+
+
+@dataclass
 class TrainConfig:
     """Root schema of conf/train.yaml."""
 
@@ -286,9 +302,14 @@ class TrainConfig:
     # torch.compile the blocks, final norm and loss; null: on when the accelerator is a GPU
     # (gptlab.training.gpu_defaults.resolve_compile)
     compile: bool | None = None
+    # a decay branch (docs/optim.md): the trunk's run dir; branch.at its step (max_steps = at + decay)
+    branch_from: str | None = None
+    branch: BranchConfig = field(default_factory=BranchConfig)
 
     def __post_init__(self) -> None:
         """Choices that are fine alone but not together, refused before start-up in one line."""
+        if self.branch_from is None:
+            check_wsd(self.optim, self.trainer.max_steps)
         if self.optim.name == "muon":
             muon_refusals(self.model.parametrization, self.trainer.strategy)
 

@@ -270,6 +270,13 @@ COMMANDS: dict[str, str] = {
     "python train.py -m experiment=ablate_optim hydra.launcher.slots=1 hydra.launcher.threads=1": "not runnable here: 30 jobs, 2,333 s on one core (its quick sibling through the same sweeper and report: tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms)",
     "python scripts/report.py multirun/ablate_optim-20261205-073629": "not runnable here: reads the 30 jobs of the command above (the report on the quick sibling's sweep: tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms)",
     "python train.py -m experiment=ablate_optim_quick trainer.max_steps=200 trainer.val_check_interval=100 optim.warmup_steps=20 'hydra.sweeper.lr={min:1.0e-3,max:1.0e-1,points:5}' hydra.sweeper.seeds=3 hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 30 jobs, 79 s (the same preset, sweeper, launcher settings and report at 8 jobs: tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms)",
+    # docs/optim.md, "Warmup-stable-decay and branches" (issue 45): run in-process through the same
+    # compose → app.train path as train.py, shrunk to a few tiny steps (the CLI's exit code and line:
+    # tests/training/test_wsd_branches.py::test_the_cli_refuses_a_branch_with_exit_2_and_one_line)
+    "python train.py optim.schedule=wsd optim.decay_fraction=0.2 optim.min_lr=0": "tests/training/test_wsd_schedule.py::test_a_run_logs_the_lr_of_the_formula_at_every_step",
+    "python train.py optim.schedule=wsd optim.decay_steps=0 'optim.branch_points=[100,200,400]' hydra.run.dir=outputs/trunk": "tests/training/test_wsd_branches.py::test_a_branch_is_its_single_run_twin_bit_for_bit",
+    "python train.py branch_from=outputs/trunk branch.at=200 optim.decay_steps=50 hydra.run.dir=outputs/trunk-200-50": "tests/training/test_wsd_branches.py::test_a_branch_is_its_single_run_twin_bit_for_bit",
+    "python train.py optim.schedule=wsd optim.decay_steps=50 trainer.max_steps=250": "tests/training/test_wsd_branches.py::test_a_branch_is_its_single_run_twin_bit_for_bit",
     # docs/architecture.md
     "python train.py model=<preset> group=option key=value ...": "template: the grammar of every train.py line",
     "python train.py model.norm=dyt": "tests/training/test_dyt_run.py::test_train_py_with_dyt_learns_and_export_refuses_it",

@@ -147,7 +147,7 @@ ROWS = [
     (
         "bad_schedule",
         ["optim.schedule=exp"],
-        r"error: optim\.schedule='exp' is not accepted; choose one of cosine, linear, constant",
+        r"error: optim\.schedule='exp' is not accepted; choose one of cosine, linear, constant, wsd",
     ),
     (
         "missing_path",

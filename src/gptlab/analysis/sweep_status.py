@@ -21,6 +21,7 @@ import yaml
 
 from gptlab.analysis.jobs import Job, read_sweep
 from gptlab.launcher.progress import PROGRESS, clock, eta_seconds
+from gptlab.wsd import run_steps
 
 STATES = ("done", "diverged", "running", "failed", "interrupted", "pending")
 
@@ -69,15 +70,15 @@ def sweep_alive(progress: dict[str, Any] | None) -> bool | None:
 
 
 def max_steps(job: Job) -> int | None:
-    """trainer.max_steps from the job's composed config (.hydra/config.yaml)."""
+    """The job's length from its composed config (.hydra/config.yaml): trainer.max_steps, or a
+    decay branch's branch.at + optim.decay_steps (gptlab.wsd.run_steps)."""
     if job.path is None:
         return None
     try:
         cfg = yaml.safe_load((job.path / ".hydra" / "config.yaml").read_text()) or {}
-        value = cfg.get("trainer", {}).get("max_steps")
+        return run_steps(cfg)
     except (OSError, yaml.YAMLError, AttributeError):
         return None
-    return value if isinstance(value, int) and value > 0 else None
 
 
 def job_state(job: Job, launcher_state: str | None, alive: bool | None) -> str:

@@ -26,6 +26,7 @@ from gptlab.data.datamodule import TokenDataModule
 from gptlab.data.spec import tokenizer_spec
 from gptlab.errors import USER_ERRORS, exit_with, one_line
 from gptlab.model import GPTConfig
+from gptlab.training.branches import BranchPointCheckpoints, prepare_branch, resolve_points, write_record
 from gptlab.training.callbacks.nonfinite import EXIT_NONFINITE, NonFiniteError
 from gptlab.training.callbacks.preemption import EXIT_PREEMPTED
 from gptlab.training.callbacks.summary import RunSummary, write_json_atomic
@@ -33,7 +34,7 @@ from gptlab.training.callbacks.tasks import task_lines
 from gptlab.training.gpu_defaults import enable_tf32, resolve_compile
 from gptlab.training.job_identity import job_overrides, job_tags, run_name, sweep_arm_key
 from gptlab.training.launch import LocalWorkers, externally_launched
-from gptlab.training.loggers import ablation_fields, build_loggers, finish_wandb
+from gptlab.training.loggers import ablation_fields, build_loggers, finish_wandb, log_lineage
 from gptlab.training.module import GPTLightningModule
 from gptlab.training.trainer import build_callbacks, build_trainer, resolve_devices, task_callbacks
 
@@ -79,6 +80,11 @@ def model_config(cfg: TrainConfig, vocab_size: int, tokenizer: Any = None) -> GP
 
 def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
     """One training job in this process (and, for several local devices, its worker processes)."""
+    composed = OmegaConf.to_container(raw, resolve=True)
+    cfg, branch = prepare_branch(cfg, composed)  # a branch's refusals: before anything is written
+    if branch:  # its records (wandb config, wsd.json) say what runs: the trunk's WSD, at + d steps
+        composed["optim"].update(schedule="wsd", branch_points=[])
+        composed["trainer"]["max_steps"] = cfg.trainer.max_steps
     accelerator, devices = resolve_devices(cfg)
     compile_model = resolve_compile(cfg.compile, accelerator)
     enable_tf32(accelerator)
@@ -110,12 +116,20 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
 
             init_from_hf(module.model, model_cfg.init_from)
         rank = rank_zero_only.rank  # Lightning's global rank, from RANK / LOCAL_RANK / SLURM_PROCID
-        logger_cfg = dataclasses.replace(cfg.logger, tags=job_tags(cfg))
-        run_config = OmegaConf.to_container(raw, resolve=True)
+        points = resolve_points(cfg, devices * cfg.trainer.num_nodes)
+        # a trunk and its branches share a wandb group: the trunk's logger.group, else its name
+        group = branch["group"] if branch else cfg.logger.group or (run_name(cfg) if points else None)
+        logger_cfg = dataclasses.replace(cfg.logger, tags=job_tags(cfg), group=group)
+        run_config = dict(composed)
         run_config.update(ablation_fields(cfg.optim.lr, cfg.seed, job_overrides(), sweep_arm_key()))
+        lineage = {"branch": branch} if branch else {"branch_points": points} if points else {}
+        run_config.update(lineage)
+        if cfg.optim.schedule == "wsd" and rank == 0:
+            write_record(run_dir, composed, run_name(cfg), group, points)
         loggers = build_loggers(
             logger_cfg, run_dir, run_name(cfg), run_config, rank, resume=cfg.ckpt_path is not None
         )
+        log_lineage(loggers, lineage)
         summary = RunSummary(
             run_dir,
             extra={
@@ -125,11 +139,13 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
                 "overrides": job_overrides(),
                 "group": logger_cfg.group,
                 "tags": logger_cfg.tags,
+                **lineage,
             },
         )
-        trainer = build_trainer(
-            cfg, accelerator, devices, run_dir, loggers, build_callbacks(cfg, run_dir, summary, tasks)
-        )
+        callbacks = build_callbacks(cfg, run_dir, summary, tasks)
+        if points:
+            callbacks.append(BranchPointCheckpoints(run_dir, [p["step"] for p in points]))
+        trainer = build_trainer(cfg, accelerator, devices, run_dir, loggers, callbacks)
         try:
             # weights_only=True for every strategy's loader (FSDP's sharded one too), not torch's default
             trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)

@@ -168,6 +168,14 @@ def _has_netrc_key() -> bool:
     return netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore")
 
 
+def log_lineage(loggers: list[Logger], lineage: dict[str, Any]) -> None:
+    """A trunk's branch points or a branch's trunk and step into the CSV log's hparams.yaml (wandb
+    has them in its run config): the CSV's record of where the run sits in its trunk."""
+    for logger in loggers:
+        if lineage and isinstance(logger, CSVLogger):
+            logger.log_hyperparams(lineage)
+
+
 def finish_wandb(loggers: list[Logger]) -> None:
     """End the wandb run so the next job of a multirun starts a run of its own."""
     for logger in loggers:

@@ -15,6 +15,7 @@ from gptlab.training.callbacks.throughput import tokens_per_step
 from gptlab.training.checkpoint_io import check_resumable, check_same_optimizer
 from gptlab.training.loss import LossFn, loss_fn, token_losses
 from gptlab.training.optim import build_optimizer, lr_factor
+from gptlab.training.schedules import apply_schedule
 from gptlab.training.validation import loss_sum_and_count, val_metrics
 
 
@@ -57,6 +58,11 @@ class GPTLightningModule(L.LightningModule):
         where = f"ckpt_path={str(path)!r}" if path else "the checkpoint"
         check_resumable(checkpoint, self, where)
         check_same_optimizer(checkpoint, self.optim_cfg.name, where)
+
+    def on_train_start(self) -> None:
+        """After a checkpoint's load, this run's own schedule at the restored step (a decay branch's
+        first LR: training/schedules.py)."""
+        apply_schedule([c.scheduler for c in self.trainer.lr_scheduler_configs])
 
     def configure_model(self) -> None:
         """Apply FSDP2 sharding (trainer.strategy=fsdp) and torch.compile, outside the model code."""

@@ -1,18 +1,18 @@
 """AdamW with decay on matrices only, or Muon on the hidden matrices with AdamW on the rest
-(optim.name=muon), and the warmup + decay schedule as a LambdaLR factor."""
+(optim.name=muon); the LR schedules' factors are gptlab.training.schedules' (lr_factor, re-exported)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from gptlab.config import SCHEDULES, OptimConfig, muon_refusals
+from gptlab.config import OptimConfig, muon_refusals
 from gptlab.model import mup
 from gptlab.model.config import GPTConfig
 from gptlab.training.muon import BatchedMuon
+from gptlab.training.schedules import lr_factor as lr_factor  # re-exported: its callers import it here
 
 PLAIN, GAINS = (True, 1.0, 1.0), (False, 1.0, 1.0)  # (decays, LR factor, ε factor) of groups 0 and 1
 
@@ -155,23 +155,3 @@ class MuonAdamW(torch.optim.Optimizer):
         """Optimizer.load_state_dict builds new group dicts and a new state: hand them to both halves."""
         super().load_state_dict(state_dict)
         self._link()
-
-
-def lr_factor(cfg: OptimConfig, max_steps: int) -> Callable[[int], float]:
-    """Multiplier of cfg.lr at each step: linear warmup, then cosine/linear decay to min_lr."""
-    if cfg.schedule not in SCHEDULES:
-        raise ValueError(
-            f"optim.schedule={cfg.schedule!r} is not accepted; choose one of {', '.join(SCHEDULES)}"
-        )
-    floor = cfg.min_lr / cfg.lr if cfg.lr > 0 else 0.0
-
-    def factor(step: int) -> float:
-        if step < cfg.warmup_steps:
-            return (step + 1) / cfg.warmup_steps
-        if cfg.schedule == "constant" or max_steps <= cfg.warmup_steps:
-            return 1.0
-        progress = min(1.0, (step - cfg.warmup_steps) / (max_steps - cfg.warmup_steps))
-        shape = 0.5 * (1.0 + math.cos(math.pi * progress)) if cfg.schedule == "cosine" else 1 - progress
-        return floor + (1.0 - floor) * shape
-
-    return factor

@@ -12,7 +12,10 @@ shift the stream:
   global rank, and each rank restores its own entry;
 - validation draws from the torch generator (every DataLoader iterator takes a seed from it), and a
   resumed run skips the validation that followed the saved step: validation therefore runs on a
-  forked state that is put back afterwards, in every run;
+  forked state that is put back afterwards, in every run. The fork is the state at the end of the
+  training batch: Lightning creates the val iterator (its draw) before on_validation_start, so a
+  checkpoint saved between the step and its validation (a trunk's branch point) holds the state the
+  next training step sees;
 - a resumed run creates its train iterator (one more draw) after the checkpoint was loaded: the
   saved state is therefore applied at the first training batch, after the iterator exists.
 
@@ -115,6 +118,7 @@ class RNGStateCheckpoint(L.Callback):
         self._rank, self._world_size = 0, 1
         self._pending: dict[str, Any] | None = None  # this rank's loaded state, not applied yet
         self._before_val: dict[str, Any] | None = None  # the training stream while validation runs
+        self._after_step: torch.Tensor | None = None  # torch's CPU state as the last training batch ended
 
     def setup(self, trainer: L.Trainer, pl_module: Any, stage: str) -> None:
         """Lightning calls this before it restores a checkpoint: the rank is known at load time."""
@@ -137,8 +141,17 @@ class RNGStateCheckpoint(L.Callback):
             restore_rng(self._pending)
             self._pending = None
 
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
+        # before a validation's iterator draws (see the docstring); that draw takes torch's CPU
+        # generator only, so only its state is kept on every step (a 5 kB copy)
+        self._after_step = torch.get_rng_state()
+
     def on_validation_start(self, trainer: L.Trainer, pl_module: Any) -> None:
         self._before_val = capture_rng()
+        if self._after_step is not None:
+            self._before_val["torch"], self._after_step = self._after_step, None
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: Any) -> None:
         if self._before_val is not None:
