@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from gptlab.config import OptimConfig
 from gptlab.hardware import GPUS
@@ -65,3 +66,34 @@ def test_the_mfu_row_is_the_nearest_in_log_size(family: str, gpu: str) -> None:
         assert table_mfu(gpu, int(midpoint * 1.02)) == upper
     assert table_mfu(gpu, 10) == rows[0] and table_mfu(gpu, 10**12) == rows[-1]
     assert table_mfu("L40S", 10**9) is None
+
+
+def test_a_budget_counts_every_micro_batch_of_every_device() -> None:
+    """Under accumulation and many devices a step takes micro-batch × accumulate × devices × T
+    tokens (2 × 3 × 4 × 32 = 768 here), not one micro-batch's 64."""
+    setup = Setup(GPTConfig.from_dict(SHAPE), OptimConfig(), 2, accumulate=3, world_size=4)
+    p = plan(setup, GPUS["H100 SXM"], mfu=0.4)
+    b = budget(p, 1e6)
+    assert b is not None
+    assert b.steps == math.ceil(1e6 / (2 * 3 * 4 * SHAPE["block_size"])) == 1303
+
+
+H100_SXM_FP32, H100_SXM_TF32 = 66.9e12, 494.7e12  # dense FLOP/s, NVIDIA H100 datasheet
+
+
+@pytest.mark.parametrize(("matmul", "peak"), [("highest", H100_SXM_FP32), ("high", H100_SXM_TF32)])
+def test_an_fp32_run_is_timed_at_the_fp32_or_tf32_peak(matmul: str, peak: float) -> None:
+    """precision=32-true runs its matmuls in fp32 (or TF32 when torch's float32 matmul precision
+    allows it), at a peak 15× (or 2×) below bf16's: the step time is FLOPs over that peak × MFU."""
+    cfg = GPTConfig.from_dict(SHAPE)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(matmul)
+    try:
+        p = plan(Setup(cfg, OptimConfig(), 2, precision="32-true"), GPUS["H100 SXM"], mfu=0.4)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    model = GPT(cfg)
+    L, T, d = SHAPE["n_layer"], SHAPE["block_size"], SHAPE["n_embd"]
+    per_token = 6 * model.num_params(exclude_embedding=True) + 12 * L * T * d
+    assert p.speed is not None
+    assert p.speed.step_time == pytest.approx(per_token * 2 * T / (peak * 0.4), rel=1e-12)

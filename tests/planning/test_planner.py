@@ -40,9 +40,11 @@ def oracle_step(
     precision: str,
     make_opt: Callable[[torch.nn.Module], torch.optim.Optimizer] | None = None,
 ) -> dict[str, int]:
-    """A plain training step on real tensors, written here: the optimizer's state made by a first
-    step, then `accumulate` micro-batches (at most 2: the gradients of the first stay alive from
-    the second on), clipping, the update; MemTracker's peak split by the planner's parts.
+    """A plain training step on real tensors, written here in Lightning's order: the optimizer's
+    state made by a first step whose gradients stay (Lightning sets them to None between the next
+    step's first forward and its backward), then `accumulate` micro-batches (at most 2: the
+    gradients of the first stay alive from the second on), clipping, the update; MemTracker's
+    peak split by the planner's parts.
     `make_opt`: the optimizer (default: torch's fused AdamW over every parameter)."""
     torch.manual_seed(0)
     model = GPT(model_cfg)
@@ -53,7 +55,6 @@ def oracle_step(
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
     opt.step()
-    opt.zero_grad(set_to_none=True)
     T, V = model_cfg.block_size, model_cfg.vocab_size
     batch = torch.randint(0, V, (B, T + 1))
     amp = (
@@ -62,10 +63,12 @@ def oracle_step(
     tracker = MemTracker()
     tracker.track_external(model, opt, batch)
     with tracker:
-        for _ in range(min(accumulate, 2)):
+        for i in range(min(accumulate, 2)):
             tracker.reset_mod_stats()
             with amp:  # the logits die with the expression, as in the module's _loss
                 loss = F.cross_entropy(model(batch[:, :-1]).float().reshape(-1, V), batch[:, 1:].reshape(-1))
+            if i == 0:
+                opt.zero_grad(set_to_none=True)
             (loss / accumulate).backward()
             del loss
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
@@ -103,7 +106,9 @@ def test_fake_step_measures_what_a_real_step_allocates(case: str) -> None:
     same split, part by part: the fake step allocates what the real step allocates. The oracle
     runs on this CPU, so the plan is of a CPU step (device="cpu": norms as CPU runs them)."""
     model_cfg, B, acc, precision = CASES[case]
-    fake = measure(Setup(model_cfg, OPTIM, B, accumulate=acc, precision=precision, device="cpu"))
+    fake = measure(
+        Setup(model_cfg, OPTIM, B, accumulate=acc, precision=precision, device="cpu", log_step=False)
+    )
     real = oracle_step(model_cfg, B, acc, precision)
     for part in (*PARTS, "peak"):
         assert fake.part(part) == pytest.approx(real[part], rel=0.01, abs=1024), part
@@ -164,7 +169,7 @@ def test_a_peak_inside_muons_step_is_the_real_steps() -> None:
     polynomial (2 · 2·k·min(A, B)²) and the k bfloat16 norms (2·k) are alive beside them. The largest
     stack's 12·k·A·B + 4·k·min(A, B)² + 2·k bytes. (torch's one-matrix Muon: 8·A·B + 4·min(A, B)².)"""
     model_cfg = cfg(n_embd=256, block_size=8)
-    fake = measure(Setup(model_cfg, MUON, 1, precision="32-true", device="cpu"))
+    fake = measure(Setup(model_cfg, MUON, 1, precision="32-true", device="cpu", log_step=False))
     real = oracle_step(model_cfg, 1, 1, "32-true", lambda m: build_optimizer(m, MUON, "cuda"))
     assert fake.peak == pytest.approx(real["peak"], rel=0.01)
     model = GPT(model_cfg)
@@ -198,20 +203,24 @@ def test_muon_under_fsdp_is_refused_in_trainings_words() -> None:
 @pytest.mark.parametrize("n_kv_head", [2, 1], ids=["gqa", "mqa"])
 def test_fewer_kv_heads_plan_k_and_v_at_their_own_width(n_kv_head: int, device: str) -> None:
     """Against multi-head attention, by formula: k_proj and v_proj lose 2·d·(d - n_kv_head·d_h)
-    parameters a block (fp32 weights: 4 bytes, AdamW's moments: 8), and SDPA keeps k and v for its
+    parameters a block (fp32 weights: 4 bytes, AdamW's moments: 8, and the previous step's fp32
+    gradients, alive through the forward's peak as Lightning keeps them: 4), and SDPA keeps k and v for its
     backward at n_kv_head heads (no repeated copy): 2·B·T·(d - n_kv_head·d_h) fp32 values a block
     fewer activations; nothing else moves."""
     L, B, d, T = 2, 8, 256, 64
     shape = {"n_layer": L, "n_head": 8, "n_embd": d, "block_size": T}
     mha, gqa = (
-        measure(Setup(cfg(**shape, n_kv_head=kv), OPTIM, B, precision="32-true", device=device))
+        measure(
+            Setup(cfg(**shape, n_kv_head=kv), OPTIM, B, precision="32-true", device=device, log_step=False)
+        )
         for kv in (None, n_kv_head)
     )
     lost = d - n_kv_head * d // 8
     assert mha.parameters - gqa.parameters == 4 * L * 2 * d * lost
     assert mha.optimizer - gqa.optimizer == 8 * L * 2 * d * lost
+    assert mha.gradients - gqa.gradients == 4 * L * 2 * d * lost
     assert mha.activations - gqa.activations == 4 * L * 2 * B * T * lost
-    for part in ("gradients", "temporaries", "other"):
+    for part in ("temporaries", "other"):
         assert mha.part(part) == gqa.part(part), part
 
 
@@ -280,7 +289,7 @@ def test_alternatives_are_planned_again() -> None:
     checkpointed step has (the oracle's loop), not a scaled guess, and a smaller micro-batch
     with accumulation keeps the tokens per step."""
     model_cfg = cfg(n_layer=2)
-    s = Setup(model_cfg, OPTIM, 8, device="cpu")  # the oracle's loop runs on this CPU
+    s = Setup(model_cfg, OPTIM, 8, device="cpu", log_step=False)  # the oracle's loop runs on this CPU
     selective = dataclasses.replace(model_cfg, activation_checkpointing="selective")  # block 0 of 2
     ckpt = oracle_step(selective, 8, 1, "bf16-mixed")
     base = measure(s)

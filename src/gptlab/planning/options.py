@@ -94,11 +94,12 @@ def setup_from(cfg: TrainConfig) -> Setup:
     """The setup one device of `python train.py <the same overrides>` runs on a GPU machine:
     precision auto is bf16-mixed (every listed GPU has bf16), the model's architecture as train.py
     resolves it (the vocabulary grown to the data's tokenizer; model.init_from reads the
-    checkpoint's config.json)."""
+    checkpoint's config.json); the step is a telemetry log step, then the tasks' scoring forward,
+    as the run's callbacks configure them (planning.step)."""
     from gptlab.planning.vocab import planned_vocab
     from gptlab.training.app import model_config
 
-    t = cfg.trainer
+    t, tele = cfg.trainer, cfg.callbacks.telemetry
     precision = "bf16-mixed" if t.precision == "auto" else str(t.precision)
     vocab, vocab_source = planned_vocab(cfg.model.vocab_size, cfg.data)
     return Setup(
@@ -112,4 +113,8 @@ def setup_from(cfg: TrainConfig) -> Setup:
         precision=precision,
         fsdp_mixed_precision=t.fsdp.mixed_precision,
         reshard_after_forward=t.fsdp.reshard_after_forward,
+        log_step=tele.enabled,
+        act_rms=tele.act_rms,
+        attention=tele.attention,
+        task_batch=cfg.callbacks.tasks.batch_size if cfg.callbacks.tasks.names else 0,
     )

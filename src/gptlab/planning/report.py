@@ -82,6 +82,23 @@ def optimizer_line(s: Setup) -> str:
     return "adamw: two moments per parameter"
 
 
+def planned_step(s: Setup) -> str:
+    """Which step the peak is of: a telemetry log step (its extras named) or a plain one, and the
+    tasks' scoring forward when the run scores tasks."""
+    if s.log_step:
+        extras = ["logit statistics", "a copy of the weights for the update norms"]
+        if s.attention:
+            extras.insert(0, "q/k kept for the attention statistics")
+        if s.act_rms:
+            extras.append("act_rms")
+        what = f"a telemetry log step ({', '.join(extras)})"
+    else:
+        what = "a plain training step (telemetry off)"
+    if s.task_batch:
+        what += f", then the tasks' scoring forward ({s.task_batch} requests of {s.model.block_size} tokens)"
+    return what
+
+
 def format_plan(p: Plan, tokens: float | None = None) -> str:
     s, m = p.setup, p.memory
     cfg = s.model
@@ -101,6 +118,7 @@ def format_plan(p: Plan, tokens: float | None = None) -> str:
     lines += [
         "",
         f"memory per device at the step's peak (one fake training step, {m.seconds:.1f} s to measure)",
+        f"  planned: {planned_step(s)}",
     ]
     for part in PARTS:
         lines.append(f"  {part:<14}{gib(m.part(part)):>14}")

@@ -7,7 +7,11 @@ fake_pg`: collectives return at once, with the right shapes), and runs one optim
 `GPTLightningModule._loss` (the run's loss, logits cast to fp32) under the precision's autocast,
 backward per micro-batch, global-norm clipping, the run's optimizer (`training.optim.build_optimizer`:
 fused AdamW as on a GPU, or under optim.name=muon Muon on the hidden matrices and AdamW on the rest),
-zero_grad. torch's
+zero_grad. By default the step is a telemetry log step (`Setup.log_step`), the costliest a run
+takes: `LayerTelemetry`'s own hooks arm the first micro-batch's forward (q and k kept for the
+attention statistics, act_rms, the module's logit moments over the fp32 logits) and copy the weights
+before the update; with `task_batch` the in-loop tasks' scoring forward follows, with the step's
+gradients alive as Lightning keeps them until the next step. torch's
 trackers (`MemTracker`; `FSDPMemTracker` for FSDP2, which also sees all-gather and reduce-scatter
 buffers and unsharded parameters) attribute every storage alive at the step's peak; that split is
 `Memory`. torchtitan's memory estimator (scripts/estimate/estimation.py) is the same idea.
@@ -77,8 +81,16 @@ class Setup:
     # what the step runs on: "cuda" (every listed GPU; norms as CUDA runs them, planning.norms) or
     # "cpu" (norms as the fake step's own CPU runs them: what a real CPU step is compared with)
     device: str = "cuda"
+    # a telemetry log step (callbacks.telemetry: its act_rms and attention families as configured);
+    # False: a plain step
+    log_step: bool = True
+    act_rms: bool = True
+    attention: bool = True
+    task_batch: int = 0  # callbacks.tasks.batch_size when tasks are scored (0: none)
 
     def __post_init__(self) -> None:
+        if isinstance(self.task_batch, bool) or not isinstance(self.task_batch, int) or self.task_batch < 0:
+            raise ValueError(f"callbacks.tasks.batch_size={self.task_batch!r} cannot be planned")
         for key, value in (
             ("data.batch_size", self.micro_batch),
             ("trainer.accumulate_grad_batches", self.accumulate),
@@ -214,35 +226,88 @@ def init_optimizer_state(model: torch.nn.Module, opt: torch.optim.Optimizer, set
     op on a placement runs it on fake tensors of the *global* shape to propagate shardings (cached
     afterwards). On a GPU those are never allocated; under the planner's trackers they are, and the
     first clip of a 7B model's gradients counted the whole model in fp32 (25 GiB a device) as the
-    step's peak. Warmed here, the measured step sees only what a real step allocates."""
+    step's peak. Warmed here, the measured step sees only what a real step allocates.
+
+    The gradients stay: Lightning sets them to None inside the next step's closure, after its
+    first micro-batch's forward and before its backward (automatic optimization's zero_grad_fn),
+    so every step but a run's first holds the previous step's gradients through that forward."""
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
-    update(model, opt, setup)
+    update(model, opt, setup, zero_grad=False)
 
 
-def update(model: torch.nn.Module, opt: torch.optim.Optimizer, setup: Setup) -> None:
-    """What follows the last backward of a step: global-norm clipping, the optimizer, zero_grad."""
+def update(model: torch.nn.Module, opt: torch.optim.Optimizer, setup: Setup, zero_grad: bool = True) -> None:
+    """What follows the last backward of a step: global-norm clipping, the optimizer (and zero_grad,
+    which a Lightning run does in the next step instead)."""
     if setup.optim.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), setup.optim.grad_clip, foreach=True)
     opt.step()
-    opt.zero_grad(set_to_none=True)
+    if zero_grad:
+        opt.zero_grad(set_to_none=True)
 
 
 def train_step(
-    module: Any, opt: torch.optim.Optimizer, batch: torch.Tensor, setup: Setup, tracker: Any = None
+    module: Any,
+    opt: torch.optim.Optimizer,
+    batch: torch.Tensor,
+    setup: Setup,
+    tracker: Any = None,
+    telemetry: Any = None,
 ) -> None:
     """One optimizer step as the Lightning loop runs it: each micro-batch's loss under autocast and
-    its backward (scaled by 1/accumulate), clipping, the update, zero_grad. Two micro-batches stand
+    its backward (scaled by 1/accumulate; the previous step's gradients set to None between the
+    first micro-batch's loss and its backward, where Lightning's closure does it), clipping, the
+    update. Two micro-batches stand
     for any accumulate >= 2: from the second on, the gradients of the first stay alive through
-    forward and backward, and a third finds the memory the second found."""
-    for _ in range(min(setup.accumulate, 2)):
+    forward and backward, and a third finds the memory the second found.
+
+    With `telemetry` (a `LayerTelemetry`) the step is its log step, through the callback's own
+    hooks: `arm` before the first micro-batch's forward (on_train_batch_start), `disarm` before its
+    backward (on_before_backward), the weights copied before clipping and the update
+    (on_before_optimizer_step, which Lightning calls before configure_gradient_clipping) and
+    their norms taken after it (on_train_batch_end)."""
+    for i in range(min(setup.accumulate, 2)):
         if tracker is not None:  # per-module stats are per call; the peak is kept
             tracker.reset_mod_stats()
+        if telemetry is not None and i == 0:
+            telemetry.arm(module, attention=setup.attention)
         with autocast(setup.precision):
             loss = module._loss(batch)
+        if telemetry is not None and i == 0:
+            telemetry.disarm(module)
+        if i == 0:
+            opt.zero_grad(set_to_none=True)
         (loss / setup.accumulate).backward()
         del loss
+    before = telemetry.weights_before() if telemetry is not None else None
     update(module.model, opt, setup)
+    if before is not None:
+        telemetry.update_sq(before)
+        del before
+
+
+def score_batch(module: Any, setup: Setup, tracker: Any = None) -> None:
+    """The in-loop tasks' largest scoring forward (callbacks/tasks.py, tasks/scoring.py): `task_batch`
+    requests of block_size tokens under no_grad and the precision's autocast, and one row's
+    continuation through an fp32 log_softmax (a continuation as long as the block: the most a
+    row holds). It runs at a validation, with the last step's gradients alive (Lightning frees
+    them in the next step, before its backward)."""
+    model = module.model
+    if tracker is not None:
+        tracker.reset_mod_stats()
+    for p in model.parameters():
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    idx = torch.zeros((setup.task_batch, setup.model.block_size), dtype=torch.long)
+    was = model.training
+    model.eval()
+    with torch.inference_mode(), autocast(setup.precision):
+        logits = model(idx)
+        torch.log_softmax(logits[0].float(), dim=-1)
+        del logits
+    model.train(was)
+    for p in model.parameters():
+        p.grad = None
 
 
 def measure(setup: Setup) -> Memory:
@@ -269,14 +334,28 @@ def measure(setup: Setup) -> Memory:
         batch = torch.randint(0, setup.model.vocab_size, (setup.micro_batch, T + 1))
         tracker = _tracker(model, opt, batch, setup)
         norms = as_cuda(model) if setup.device == "cuda" else contextlib.nullcontext()
+        telemetry = _telemetry(module, setup)
         with norms, tracker:
-            train_step(module, opt, batch, setup, tracker)
+            train_step(module, opt, batch, setup, tracker, telemetry)
+            if setup.task_batch:
+                score_batch(module, setup, tracker)
         (device_snapshot,) = tracker.get_tracker_snapshot("peak").values()
         local = {name: _local_numel(p) for name, p in model.named_parameters()}
         state = state_bytes(opt)
     parts = split(device_snapshot, state)
     tracked = {str(getattr(k, "value", k)): int(v) for k, v in device_snapshot.items()}
     return Memory(**parts, tracker=tracked, params_per_device=local, seconds=time.perf_counter() - t0)
+
+
+def _telemetry(module: Any, setup: Setup) -> Any:
+    """The run's LayerTelemetry, its group index built (as at a run's first batch); None: a plain step."""
+    if not setup.log_step:
+        return None
+    from gptlab.training.callbacks.telemetry import LayerTelemetry
+
+    telemetry = LayerTelemetry(every=1, act_rms=setup.act_rms, attention=setup.attention, figures=False)
+    telemetry._build_index(module)
+    return telemetry
 
 
 def _tracker(model: torch.nn.Module, opt: torch.optim.Optimizer, batch: torch.Tensor, setup: Setup) -> Any:

@@ -79,16 +79,18 @@ class GPTLightningModule(L.LightningModule):
         """The training objective: next-token cross-entropy, plus optim.z_loss · mean(log²Z) where
         log Z = logsumexp of a position's logits (PaLM's z-loss: it keeps log Z near 0)."""
         x, y = batch[:, :-1], batch[:, 1:]
-        logits = self.model(x)
         coef = self.optim_cfg.z_loss
         if not self.want_logit_stats:  # compiled with the blocks under `compile`
-            ce, z = self._loss_fn(logits, y, coef)
+            ce, z = self._loss_fn(self.model(x), y, coef)
             self.last_ce = ce.detach()
             if z is None:
                 return ce
             self.last_z = z.detach()
             return ce + coef * z
-        flat = logits.float().reshape(-1, logits.size(-1))
+        # the model's (bf16 under autocast) logits die once cast: only the fp32 copy lives through
+        # the loss and a log step's logit moments, N·V·2 bytes less at the forward's peak
+        flat = self.model(x).float()
+        flat = flat.reshape(-1, flat.size(-1))
         ce = F.cross_entropy(flat, y.reshape(-1))
         self.last_ce = ce.detach()
         log_z = torch.logsumexp(flat, dim=-1) if coef > 0 or self.want_logit_stats else None

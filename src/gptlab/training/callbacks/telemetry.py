@@ -193,8 +193,22 @@ class LayerTelemetry(L.Callback):
         if getattr(trainer.precision_plugin, "scaler", None) is not None:  # fp16: no guard runs
             grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.index.params]
             self._grad_sq = self.index.group_sq(grads)
-        self._before = [local(p).detach().clone() for p in self.index.params]
+        self._before = self.weights_before()
         self._pending = True
+
+    def weights_before(self) -> list[torch.Tensor]:
+        """A copy of every parameter (this rank's shard) before the update: alive through the
+        optimizer's step of a log step, an extra the planner counts (planning.step)."""
+        return [local(p).detach().clone() for p in self.index.params]
+
+    def update_sq(self, before: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(per-group Σ W², per-group Σ ΔW²) after the update; `before` becomes -ΔW, in place (no
+        second copy of the weights)."""
+        with torch.no_grad():
+            now = [local(p).detach() for p in self.index.params]
+            param_sq = self.index.group_sq(now)
+            torch._foreach_sub_(before, now)
+            return param_sq, self.index.group_sq(before)
 
     def _guard_grad_sq(self, pl_module: Any, step: int) -> torch.Tensor | None:
         """Per-group squared gradient norms from the guard's per-parameter norms of `step`."""
@@ -220,11 +234,7 @@ class LayerTelemetry(L.Callback):
             grad_sq = self.index.group_sq(
                 [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.index.params]
             )
-        with torch.no_grad():
-            now = [local(p).detach() for p in self.index.params]
-            param_sq = self.index.group_sq(now)
-            torch._foreach_sub_(self._before, now)  # in place: no second copy of the weights
-            delta_sq = self.index.group_sq(self._before)
+        param_sq, delta_sq = self.update_sq(self._before)
         coef = getattr(pl_module, "clip_coef", None)  # the factor clipping applied (same on every rank)
         metrics = reduce_metrics(self.index, self._fwd, grad_sq, param_sq, delta_sq, trainer.world_size, coef)
         self._note_grad_norms(metrics)
