@@ -6,11 +6,13 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from gptlab.model.moe_config import MoEConfig
+
 NORMS = ("rmsnorm", "layernorm", "dyt")  # dyt: Dynamic Tanh, no normalisation (model/norms.py)
 PLACEMENTS = ("pre", "post", "sandwich", "deepnorm")
 GATED_FFNS = ("swiglu", "geglu", "reglu")
 UNGATED_FFNS = ("gelu", "gelu_tanh", "relu")
-FFNS = GATED_FFNS + UNGATED_FFNS
+FFNS = GATED_FFNS + UNGATED_FFNS  # the dense FFNs; `moe` (model/moe.py) mixes experts of one of them
 POS_EMBS = ("rope", "learned")
 DEPTH_SCALES = ("none", "global", "per_layer")
 INIT_STD_RULE = "1/sqrt(d)"
@@ -54,6 +56,7 @@ class GPTConfig:
     ffn: str = "swiglu"
     ffn_hidden: int | None = None  # None: 4·d ungated, 8/3·d gated (rounded up to ffn_multiple_of)
     ffn_multiple_of: int = 64
+    moe: MoEConfig | None = None  # ffn=moe: model.moe.* (conf/model/ffn/moe.yaml; docs/moe.md)
     tie_embeddings: bool = True
     pos_emb: str = "rope"
     rope_theta: float = 10000.0
@@ -99,7 +102,9 @@ class GPTConfig:
                 )
         _choice("norm", self.norm, NORMS)
         _choice("norm_placement", self.norm_placement, PLACEMENTS)
-        _choice("ffn", self.ffn, FFNS)
+        _choice("ffn", self.ffn, (*FFNS, "moe"))
+        if self.ffn == "moe":
+            self._check_moe()
         _choice("pos_emb", self.pos_emb, POS_EMBS)
         _choice("depth_scaled_init", self.depth_scaled_init, DEPTH_SCALES)
         _choice("activation_checkpointing", self.activation_checkpointing, ACTIVATION_CHECKPOINTING)
@@ -150,6 +155,19 @@ class GPTConfig:
             self._check_mup()
         if self.parametrization == "completep":
             self._check_completep()
+
+    def _check_moe(self) -> None:
+        """model.moe.* as a MoEConfig; what has no MoE rule here is refused in one line."""
+        self.moe = MoEConfig.coerce(self.moe)
+        for field, value, why in (
+            ("parametrization", self.parametrization, "μP's width rules for experts and router are not stated here"),
+            ("norm_placement", self.norm_placement, "DeepNet's init has no rule for expert matrices"),
+        ):
+            if value in ("mup", "completep", "deepnorm"):
+                raise ValueError(
+                    f"model.ffn=moe cannot be combined with model.{field}={value}: {why}; accepted: "
+                    "parametrization=sp, placement pre, post or sandwich"
+                )
 
     def _check_kv_heads(self) -> None:
         kv = self.n_kv_head
@@ -264,9 +282,24 @@ class GPTConfig:
         """Key/value heads: n_kv_head, or n_head when it is null (multi-head attention)."""
         return self.n_head if self.n_kv_head is None else self.n_kv_head
 
+    def is_moe(self, i: int) -> bool:
+        """Whether block i's FFN is a mixture of experts (blocks below moe.first_dense_layers are not)."""
+        return self.ffn == "moe" and self.moe is not None and i >= self.moe.first_dense_layers
+
+    @property
+    def ffn_kind(self) -> str:
+        """The dense FFN type: `ffn`, or under ffn=moe each expert's (moe.expert_ffn)."""
+        return self.moe.expert_ffn if self.ffn == "moe" and self.moe is not None else self.ffn
+
+    @property
+    def expert_hidden(self) -> int:
+        """Each expert's FFN width under ffn=moe: moe.expert_hidden, else the dense width."""
+        hidden = self.moe.expert_hidden if self.moe is not None else None
+        return self.hidden_dim if hidden is None else hidden
+
     @property
     def gated(self) -> bool:
-        return self.ffn in GATED_FFNS
+        return self.ffn_kind in GATED_FFNS
 
     @property
     def hidden_dim(self) -> int:
