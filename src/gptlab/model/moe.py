@@ -109,14 +109,23 @@ class MoE(nn.Module):
         if self.mcfg.capacity_factor is not None:
             gate = gate * kept
         xs = x[token]
-        use_grouped = self.grouped and xs.dtype in (torch.float32, torch.bfloat16)
-        ys = self.experts.grouped(xs, counts) if use_grouped else self.experts.loop(xs, counts)
+        ys = self.experts.grouped(xs, counts) if self.use_grouped(xs) else self.experts.loop(xs, counts)
         y = torch.zeros(N, shape[-1], dtype=ys.dtype, device=x.device)
         y = self.drop(y.index_add(0, token, ys * gate.to(ys.dtype)[:, None]))
         if self.shared is not None:
             y = y + self.shared(x)
         self.record(logits, scores, counts, kept)
         return y.reshape(shape)
+
+    def use_grouped(self, xs: torch.Tensor) -> bool:
+        """impl=grouped, or auto where torch._grouped_mm runs: float32 or bfloat16 eagerly; under
+        torch.compile bfloat16 only (its meta kernel refuses float32 on this build, torch 2.13)."""
+        if self.mcfg.impl != "auto":
+            return self.grouped
+        on = xs.device.type
+        dtype = torch.get_autocast_dtype(on) if torch.is_autocast_enabled(on) else xs.dtype
+        accepted = (torch.bfloat16,) if torch.compiler.is_compiling() else (torch.float32, torch.bfloat16)
+        return self.grouped and dtype in accepted
 
     def record(self, logits: torch.Tensor, scores: torch.Tensor, counts: torch.Tensor, kept: torch.Tensor) -> None:
         """Aux loss E·Σ_i f_i·P_i (f_i: expert i's share of the N·k assignments, P_i: its mean router

@@ -180,6 +180,12 @@ def mixed_precision_policy(precision: str, enabled: bool) -> Any:
 
 def compile_blocks(model: Any) -> None:
     """torch.compile each block in place: identical blocks share one graph, and FSDP2's per-block
-    hooks stay outside the compiled regions (also what gptlab.bench's bare loop runs)."""
+    hooks stay outside the compiled regions (also what gptlab.bench's bare loop runs). A MoE's loop
+    path splits its rows by the tokens per expert: Dynamo traces those sizes as unbacked symbols
+    (capture_scalar_outputs) instead of breaking the graph there (docs/moe.md, Compile)."""
+    from gptlab.model.moe import moe_layers
+
+    if moe_layers(model):
+        torch._dynamo.config.capture_scalar_outputs = True
     for block in model.blocks:
         block.compile()
