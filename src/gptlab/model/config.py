@@ -48,6 +48,9 @@ class GPTConfig:
     # key/value heads: None = n_head (multi-head), 1 (multi-query), or any divisor of n_head
     # (grouped-query, Ainslie et al. 2023): query head h reads key/value head h // (n_head / n_kv_head)
     n_kv_head: int | None = None
+    # each head's width; None: n_embd / n_head. Set, q and out project d ↔ n_head·attn_head_dim
+    # (Qwen3's 128 at d=2048, 32 heads: the qwen3_30b_a3b preset)
+    attn_head_dim: int | None = None
     n_embd: int = 128
     norm: str = "rmsnorm"
     norm_eps: float = 1e-5
@@ -112,7 +115,16 @@ class GPTConfig:
         _positive("norm_eps", self.norm_eps)
         _positive("dyt_alpha0", self.dyt_alpha0)
         _positive("rope_theta", self.rope_theta)
-        if self.n_embd % self.n_head != 0:
+        if self.attn_head_dim is not None:
+            hd = self.attn_head_dim
+            if isinstance(hd, bool) or not isinstance(hd, int) or hd < 1:
+                raise ValueError(f"model.attn_head_dim={hd!r} is not accepted; give a positive integer or null (n_embd/n_head)")
+            if self.uses_mup:
+                raise ValueError(
+                    f"model.attn_head_dim={hd} cannot be combined with model.parametrization={self.parametrization}: "
+                    "μP's head rules read n_embd/n_head; accepted: attn_head_dim=null"
+                )
+        elif self.n_embd % self.n_head != 0:
             raise ValueError(
                 f"model.n_embd={self.n_embd} is not divisible by model.n_head={self.n_head}; "
                 "n_embd must be a multiple of n_head"
@@ -275,7 +287,7 @@ class GPTConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.n_embd // self.n_head
+        return self.n_embd // self.n_head if self.attn_head_dim is None else self.attn_head_dim
 
     @property
     def kv_heads(self) -> int:
