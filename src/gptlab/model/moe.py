@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch._subclasses.fake_tensor import is_fake
 
 from gptlab.model.config import GPTConfig
 from gptlab.model.ffn import ACTIVATIONS, FeedForward
@@ -41,7 +42,11 @@ class Experts(nn.Module):
         offs = counts.cumsum(0).to(torch.int32)
         dtype = torch.get_autocast_dtype(xs.device.type) if torch.is_autocast_enabled(xs.device.type) else xs.dtype
 
+        fake = is_fake(xs) and not torch.compiler.is_compiling() and dtype == torch.float32
+
         def mm(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            if fake:  # the planner's fake step: grouped_mm's meta kernel takes bf16 only; same shapes
+                return a @ w[0]
             return torch._grouped_mm(a.to(dtype), w.to(dtype), offs=offs)
 
         h = mm(xs, self.up_proj)
