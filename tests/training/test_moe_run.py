@@ -85,3 +85,20 @@ def test_bad_moe_inputs_one_line(tmp_path: Path, cache: Path, override: str) -> 
         assert one_line(err) == f"error: {BAD[override]}"
         return
     raise AssertionError(f"{override} did not fail")
+
+
+def test_module_objective_adds_the_routing_penalty() -> None:
+    """The LightningModule's objective is CE + Σ_layers (aux_loss_coef·aux + router_z_loss·z)."""
+    import dataclasses
+
+    from gptlab.config import OptimConfig
+    from gptlab.training.module import GPTLightningModule
+
+    model = {"n_layer": 2, "n_embd": 16, "n_head": 2, "block_size": 16, "vocab_size": 64, "ffn": "moe",
+             "moe": {"n_experts": 4, "top_k": 2, "aux_loss_coef": 0.5, "router_z_loss": 0.25}}
+    module = GPTLightningModule(model=model, optim=dataclasses.asdict(OptimConfig()))
+    batch = torch.randint(0, 64, (2, 17), generator=torch.Generator().manual_seed(0))
+    objective = module._loss(batch)
+    layers = moe.moe_layers(module.model)
+    expected = module.last_ce + sum(0.5 * m.aux_loss + 0.25 * m.z_loss for m in layers)  # type: ignore[operator]
+    torch.testing.assert_close(objective.detach(), expected.detach())
