@@ -20,7 +20,15 @@ ACT = {"swiglu": F.silu, "gelu": F.gelu}
 def make_cfg(**moe_fields: object) -> GPTConfig:
     fields = {"n_experts": 4, "top_k": 2, "expert_hidden": H, **moe_fields}
     return GPTConfig.from_dict(
-        {"n_layer": 2, "n_embd": D, "n_head": 2, "block_size": 16, "vocab_size": 64, "ffn": "moe", "moe": fields}
+        {
+            "n_layer": 2,
+            "n_embd": D,
+            "n_head": 2,
+            "block_size": 16,
+            "vocab_size": 64,
+            "ffn": "moe",
+            "moe": fields,
+        }
     )
 
 
@@ -34,7 +42,9 @@ def make_layer(dtype: torch.dtype = torch.float64, **moe_fields: object) -> MoE:
     return layer
 
 
-def ffn(x: torch.Tensor, gate: torch.Tensor | None, up: torch.Tensor, down: torch.Tensor, kind: str) -> torch.Tensor:
+def ffn(
+    x: torch.Tensor, gate: torch.Tensor | None, up: torch.Tensor, down: torch.Tensor, kind: str
+) -> torch.Tensor:
     """One expert on one token; weights in x @ W layout."""
     h = ACT[kind](x @ gate) * (x @ up) if gate is not None else ACT[kind](x @ up)
     return h @ down
@@ -127,7 +137,11 @@ def test_aux_and_z_loss_formulas(router: str) -> None:
     E, k = 4, 2
     f = torch.tensor([sum(e in c for c in choices) for e in range(E)], dtype=torch.float64) / (10 * k)
     logits = x @ layer.router.weight.T
-    probs = logits.softmax(-1) if router == "softmax" else logits.sigmoid() / logits.sigmoid().sum(-1, keepdim=True)
+    probs = (
+        logits.softmax(-1)
+        if router == "softmax"
+        else logits.sigmoid() / logits.sigmoid().sum(-1, keepdim=True)
+    )
     torch.testing.assert_close(layer.aux_loss, E * (f * probs.mean(0)).sum())
     torch.testing.assert_close(layer.z_loss, (torch.logsumexp(logits, -1) ** 2).mean())
     assert layer.load.tolist() == [round(v * 10 * k) for v in f.tolist()]  # type: ignore[union-attr]

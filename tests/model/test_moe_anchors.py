@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gptlab.analysis.params import config_from_overrides, format_report, param_report
+from gptlab.analysis.params import config_from_overrides, main, param_report
 
 # preset -> (total, active) as published: OLMoE (arXiv:2409.02060) 6.92B / 1.28B (1.3B in its
 # abstract; 1.28B in the model card), Mixtral (arXiv:2401.04088) 46.7B / 12.9B (Mistral's card:
@@ -18,20 +18,28 @@ ANCHORS = {
 
 
 @pytest.mark.parametrize("preset", ANCHORS)
-def test_total_and_active_match_the_published_counts(preset: str) -> None:
+def test_total_and_active_match_the_published_counts(preset: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """As `python -m gptlab.analysis.params model=<preset>` prints them."""
     report = param_report(config_from_overrides([f"model={preset}"]))
     total, active = ANCHORS[preset]
     assert report.total == pytest.approx(total, rel=0.005)
     assert report.active == pytest.approx(active, rel=0.005)
-    rows = {line.split("  ")[0].strip(): line for line in format_report(report).splitlines()}
+    assert main([f"model={preset}"]) == 0
+    rows = {line.split("  ")[0].strip(): line for line in capsys.readouterr().out.splitlines()}
     assert f"{report.total:,}" in rows["total"] and f"{report.active:,}" in rows["active"]
 
 
 def test_active_is_top_k_of_the_experts() -> None:
-    """A formula of its own: total − (n_experts − top_k)·per-expert, per MoE layer (first dense ones excluded)."""
+    """A formula of its own: total − (n_experts − top_k)·per-expert, per MoE layer (not the dense ones)."""
     cfg = config_from_overrides(
-        ["model/ffn=moe", "model.moe.n_experts=6", "model.moe.top_k=2", "model.moe.n_shared=1",
-         "model.moe.first_dense_layers=1", "model.moe.expert_hidden=64"]
+        [
+            "model/ffn=moe",
+            "model.moe.n_experts=6",
+            "model.moe.top_k=2",
+            "model.moe.n_shared=1",
+            "model.moe.first_dense_layers=1",
+            "model.moe.expert_hidden=64",
+        ]
     )
     report = param_report(cfg)
     per_expert = 3 * cfg.n_embd * 64

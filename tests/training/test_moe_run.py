@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the BAD table holds the exact one-line errors, as docs/bad-inputs.md does)
 """`train.py model/ffn=moe` on the default run (tiny shapes): the routers' terms reach the objective and
 the log, the expert bias moves as DeepSeek-V3's rule says in a real run, and bad inputs get one line."""
 
@@ -32,7 +33,9 @@ class BiasRecorder(L.Callback):
         self.after.append([m.expert_bias.clone() for m in moe.moe_layers(pl_module.model)])
 
 
-def test_moe_trains_and_the_bias_follows_the_rule(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_moe_trains_and_the_bias_follows_the_rule(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     recorder = BiasRecorder()
     with_callbacks(monkeypatch, recorder)
     metrics = train_here(
@@ -58,7 +61,9 @@ def test_moe_trains_and_the_bias_follows_the_rule(tmp_path: Path, cache: Path, m
     assert {"train/moe_aux_loss", "train/moe_z_loss", "train/moe_routing_loss"} <= logged
     # balance=bias: only the z term (0.001 · z) reaches the objective
     row = next(r for r in csv_rows(tmp_path) if r.get("train/moe_routing_loss"))
-    assert float(row["train/moe_routing_loss"]) == pytest.approx(0.001 * float(row["train/moe_z_loss"]), rel=1e-5)
+    assert float(row["train/moe_routing_loss"]) == pytest.approx(
+        0.001 * float(row["train/moe_z_loss"]), rel=1e-5
+    )
 
 
 BAD = {
@@ -72,7 +77,7 @@ BAD = {
     "the experts are stacked (n_experts, in, out), with no per-expert orthogonalisation here yet (docs/moe.md); "
     "use optim=adamw",
     "model/parametrization=mup": "model.ffn=moe cannot be combined with model.parametrization=mup: μP's width "
-    "rules for experts and router are not stated here; accepted: parametrization=sp, placement pre, post or sandwich",
+    "rules for experts and router are not stated; accepted: parametrization=sp, placement pre, post or sandwich",
 }
 
 
@@ -94,8 +99,15 @@ def test_module_objective_adds_the_routing_penalty() -> None:
     from gptlab.config import OptimConfig
     from gptlab.training.module import GPTLightningModule
 
-    model = {"n_layer": 2, "n_embd": 16, "n_head": 2, "block_size": 16, "vocab_size": 64, "ffn": "moe",
-             "moe": {"n_experts": 4, "top_k": 2, "aux_loss_coef": 0.5, "router_z_loss": 0.25}}
+    model = {
+        "n_layer": 2,
+        "n_embd": 16,
+        "n_head": 2,
+        "block_size": 16,
+        "vocab_size": 64,
+        "ffn": "moe",
+        "moe": {"n_experts": 4, "top_k": 2, "aux_loss_coef": 0.5, "router_z_loss": 0.25},
+    }
     module = GPTLightningModule(model=model, optim=dataclasses.asdict(OptimConfig()))
     batch = torch.randint(0, 64, (2, 17), generator=torch.Generator().manual_seed(0))
     objective = module._loss(batch)

@@ -118,11 +118,15 @@ class GPTConfig:
         if self.attn_head_dim is not None:
             hd = self.attn_head_dim
             if isinstance(hd, bool) or not isinstance(hd, int) or hd < 1:
-                raise ValueError(f"model.attn_head_dim={hd!r} is not accepted; give a positive integer or null (n_embd/n_head)")
+                raise ValueError(
+                    f"model.attn_head_dim={hd!r} is not accepted; give a positive integer or null "
+                    "(n_embd/n_head)"
+                )
             if self.uses_mup:
                 raise ValueError(
-                    f"model.attn_head_dim={hd} cannot be combined with model.parametrization={self.parametrization}: "
-                    "μP's head rules read n_embd/n_head; accepted: attn_head_dim=null"
+                    f"model.attn_head_dim={hd} cannot be combined with model.parametrization="
+                    f"{self.parametrization}: μP's head rules read n_embd/n_head; accepted: "
+                    "attn_head_dim=null"
                 )
         elif self.n_embd % self.n_head != 0:
             raise ValueError(
@@ -171,8 +175,13 @@ class GPTConfig:
     def _check_moe(self) -> None:
         """model.moe.* as a MoEConfig; what has no MoE rule here is refused in one line."""
         self.moe = MoEConfig.coerce(self.moe)
+        _choice("moe.expert_ffn", self.moe.expert_ffn, FFNS)
         for field, value, why in (
-            ("parametrization", self.parametrization, "μP's width rules for experts and router are not stated here"),
+            (
+                "parametrization",
+                self.parametrization,
+                "μP's width rules for experts and router are not stated",
+            ),
             ("norm_placement", self.norm_placement, "DeepNet's init has no rule for expert matrices"),
         ):
             if value in ("mup", "completep", "deepnorm"):

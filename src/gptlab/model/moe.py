@@ -40,9 +40,10 @@ class Experts(nn.Module):
     def grouped(self, xs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         """All experts in three grouped matmuls: rows offs[e-1]:offs[e] of xs go to expert e."""
         offs = counts.cumsum(0).to(torch.int32)
-        dtype = torch.get_autocast_dtype(xs.device.type) if torch.is_autocast_enabled(xs.device.type) else xs.dtype
+        on = xs.device.type
+        dtype = torch.get_autocast_dtype(on) if torch.is_autocast_enabled(on) else xs.dtype
 
-        fake = is_fake(xs) and not torch.compiler.is_compiling() and dtype == torch.float32
+        fake = not torch.compiler.is_compiling() and dtype == torch.float32 and is_fake(xs)
 
         def mm(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
             if fake:  # the planner's fake step: grouped_mm's meta kernel takes bf16 only; same shapes
@@ -107,7 +108,9 @@ class MoE(nn.Module):
         logits, scores, chosen, gates = self.route(x)
         flat = chosen.reshape(-1)  # assignment a = token a // k, its (a % k)-th choice
         order = flat.argsort(stable=True)  # by expert; within one, in token order (capacity keeps the first)
-        counts = torch.zeros(E, dtype=torch.long, device=x.device).scatter_add_(0, flat, torch.ones_like(flat))
+        counts = torch.zeros(E, dtype=torch.long, device=x.device).scatter_add_(
+            0, flat, torch.ones_like(flat)
+        )
         token, expert, gate = order // k, flat[order], gates.reshape(-1)[order]
         rank = torch.arange(N * k, device=x.device) - (counts.cumsum(0) - counts)[expert]
         kept = rank < self.mcfg.capacity(N)  # all true when dropless
@@ -132,7 +135,9 @@ class MoE(nn.Module):
         accepted = (torch.bfloat16,) if torch.compiler.is_compiling() else (torch.float32, torch.bfloat16)
         return self.grouped and dtype in accepted
 
-    def record(self, logits: torch.Tensor, scores: torch.Tensor, counts: torch.Tensor, kept: torch.Tensor) -> None:
+    def record(
+        self, logits: torch.Tensor, scores: torch.Tensor, counts: torch.Tensor, kept: torch.Tensor
+    ) -> None:
         """Aux loss E·Σ_i f_i·P_i (f_i: expert i's share of the N·k assignments, P_i: its mean router
         probability; Switch eq. 4, OLMoE eq. 2), z loss mean(logsumexp(logits)²) (ST-MoE), the load."""
         E, assigned = self.mcfg.n_experts, kept.numel()

@@ -9,9 +9,11 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-ROUTERS = ("softmax", "sigmoid")  # scores over the experts: softmax (Switch, Mixtral, OLMoE), sigmoid (DeepSeek-V3)
+# scores over the experts: softmax (Switch, Mixtral, OLMoE), sigmoid (DeepSeek-V3)
+ROUTERS = ("softmax", "sigmoid")
 BALANCES = ("aux_loss", "bias", "none")  # Switch/OLMoE's auxiliary loss, DeepSeek-V3's bias, nothing
-IMPLS = ("auto", "grouped", "loop")  # torch._grouped_mm, or one matmul per expert; auto: grouped where it runs
+# torch._grouped_mm, or one matmul per expert; auto: grouped where it runs
+IMPLS = ("auto", "grouped", "loop")
 
 
 @dataclass
@@ -21,8 +23,8 @@ class MoEConfig:
 
     n_experts: int = 8
     top_k: int = 2
-    expert_ffn: str = "swiglu"  # each expert is one of the dense axis's FFNs
-    expert_hidden: int | None = None  # None: the dense rule (8/3·d gated, 4·d ungated); smaller = fine-grained
+    expert_ffn: str = "swiglu"  # each expert is one of the dense axis's FFNs (GPTConfig checks which)
+    expert_hidden: int | None = None  # None: the dense rule (8/3·d gated, 4·d ungated); less: fine-grained
     n_shared: int = 0  # always-on experts (DeepSeekMoE), each of width expert_hidden
     router: str = "softmax"
     norm_topk: bool = True  # renormalise the k chosen gate weights to sum to 1
@@ -35,8 +37,6 @@ class MoEConfig:
     impl: str = "auto"
 
     def __post_init__(self) -> None:
-        from gptlab.model.config import FFNS  # the dense axis's FFN types
-
         for name in ("n_experts", "top_k"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -57,13 +57,13 @@ class MoEConfig:
                 "(null = the dense rule: 8/3·d gated, 4·d ungated)"
             )
         for name, value, accepted in (
-            ("expert_ffn", self.expert_ffn, FFNS),
             ("router", self.router, ROUTERS),
             ("balance", self.balance, BALANCES),
             ("impl", self.impl, IMPLS),
         ):
             if value not in accepted:
-                raise ValueError(f"model.moe.{name}={value!r} is not accepted; choose one of {', '.join(accepted)}")
+                accepted_list = ", ".join(accepted)
+                raise ValueError(f"model.moe.{name}={value!r} is not accepted; choose one of {accepted_list}")
         if not isinstance(self.norm_topk, bool):
             raise ValueError(f"model.moe.norm_topk={self.norm_topk!r} is not accepted; give true or false")
         for name in ("aux_loss_coef", "bias_update_rate", "router_z_loss"):
