@@ -166,7 +166,7 @@ def test_bias_moves_against_the_load() -> None:
     expected = before + 0.01 * torch.sign(loads.mean() - loads)
     assert (loads != loads.mean()).any()
     torch.testing.assert_close(layer.expert_bias, expected.to(layer.expert_bias.dtype))
-    assert not layer.step_load.any()
+    assert layer.step_load is None  # cleared for the next step
 
 
 def test_counts_active_and_flops_of_the_active_path() -> None:

@@ -27,7 +27,7 @@ class BiasRecorder(L.Callback):
 
     def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: Any, optimizer: Any) -> None:
         layers = moe.moe_layers(pl_module.model)
-        self.before.append(([m.step_load.clone() for m in layers], [m.expert_bias.clone() for m in layers]))
+        self.before.append(([m.step_load.clone() for m in layers], [m.expert_bias.clone() for m in layers]))  # type: ignore[union-attr]
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, *args: Any) -> None:
         self.after.append([m.expert_bias.clone() for m in moe.moe_layers(pl_module.model)])

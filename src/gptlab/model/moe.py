@@ -75,7 +75,9 @@ class MoE(nn.Module):
         # DeepSeek-V3's balancing bias: added to the scores for choosing experts only; no gradient,
         # moved by update_expert_bias after each optimizer step; a buffer, so checkpoints keep it
         self.register_buffer("expert_bias", torch.zeros(m.n_experts))
-        self.register_buffer("step_load", torch.zeros(m.n_experts), persistent=False)  # this step's tokens
+        # this optimizer step's tokens per expert: a plain attribute, not a buffer, which DDP would
+        # overwrite with rank 0's at every forward (broadcast_buffers) between accumulated micro-batches
+        self.step_load: torch.Tensor | None = None
         self.experts = Experts(cfg)
         self.shared = FeedForward(cfg, hidden=m.n_shared * cfg.expert_hidden) if m.n_shared else None
         self.drop = nn.Dropout(cfg.dropout)
@@ -190,7 +192,8 @@ def accumulate_load(model: nn.Module) -> None:
     not validation, not a spike's re-run), which update_expert_bias reads."""
     for layer in moe_layers(model):
         if layer.load is not None:
-            layer.step_load += layer.load
+            load = layer.load.float()
+            layer.step_load = load if layer.step_load is None else layer.step_load + load
 
 
 @torch.no_grad()
@@ -198,12 +201,11 @@ def update_expert_bias(model: nn.Module) -> None:
     """DeepSeek-V3's auxiliary-loss-free balancing, after an optimizer step: b_i += γ·sign(mean load −
     load_i) over the step's tokens (summed over ranks, so every rank moves its bias alike)."""
     for layer in moe_layers(model):
-        load = layer.step_load
-        if layer.mcfg.balance == "bias":
+        load, layer.step_load = layer.step_load, None
+        if layer.mcfg.balance == "bias" and load is not None:
             if dist.is_available() and dist.is_initialized():
                 dist.all_reduce(load)
             layer.expert_bias += layer.mcfg.bias_update_rate * torch.sign(load.mean() - load)
-        load.zero_()
 
 
 def routing_stats(model: nn.Module) -> dict[str, torch.Tensor]:
