@@ -114,3 +114,52 @@ def test_module_objective_adds_the_routing_penalty() -> None:
     layers = moe.moe_layers(module.model)
     expected = module.last_ce + sum(0.5 * m.aux_loss + 0.25 * m.z_loss for m in layers)  # type: ignore[operator]
     torch.testing.assert_close(objective.detach(), expected.detach())
+
+
+def test_export_of_a_moe_model_is_refused_in_one_line() -> None:
+    """No current export target holds experts (issue 47 §7 would add OLMoE, Mixtral, Qwen3-MoE)."""
+    from gptlab.export.targets import check_exportable
+    from gptlab.model import GPTConfig
+
+    with pytest.raises(ValueError) as err:
+        check_exportable(GPTConfig(ffn="moe"))
+    assert str(err.value) == (
+        "model.ffn='moe' cannot be expressed by LlamaForCausalLM (its MLP is the SiLU-gated one); accepted: "
+        "'swiglu' (the other target, GPT2LMHeadModel, would need norm='layernorm', ffn='gelu_tanh', "
+        "pos_emb='learned', bias=True)"
+    )
+
+
+def test_resume_keeps_the_expert_bias(tmp_path: Path, cache: Path) -> None:
+    """expert_bias is a persistent buffer: a resumed run starts from the bias the checkpoint holds."""
+    run = [
+        "model/ffn=moe",
+        "model.moe.n_experts=4",
+        "model.moe.balance=bias",
+        "model.moe.bias_update_rate=0.01",
+    ]
+    train_here(tmp_path / "a", cache, *run, "trainer.max_steps=2", "trainer.val_check_interval=2")
+    ckpt = tmp_path / "a" / "checkpoints" / "last.ckpt"
+    saved = torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
+    biases = {k: v for k, v in saved.items() if k.endswith("expert_bias")}
+    assert biases and any(v.abs().sum() > 0 for v in biases.values())  # (±γ steps may cancel in one)
+    recorder = BiasRecorder()
+    import gptlab.training.app as app
+
+    original = app.build_callbacks
+    app.build_callbacks = lambda *a, **k: [*original(*a, **k), recorder]  # type: ignore[assignment]
+    try:
+        train_here(
+            tmp_path / "b",
+            cache,
+            *run,
+            "trainer.max_steps=3",
+            "trainer.val_check_interval=3",
+            f"ckpt_path={ckpt}",
+        )
+    finally:
+        app.build_callbacks = original
+    first_bias = recorder.before[0][1]
+    names = sorted(biases)
+    for name, bias in zip(names, first_bias, strict=True):
+        torch.testing.assert_close(bias, biases[name])
