@@ -52,6 +52,10 @@ SWEEPS_21 = "covered by tests/launcher (issue 21)"
 
 # --- the table -------------------------------------------------------------------------------------
 COMMANDS: dict[str, str] = {
+    # docs/moe.md (issue 47)
+    "python train.py model/ffn=moe": "tests/training/test_moe_run.py::test_moe_trains_and_the_bias_follows_the_rule",
+    "python train.py model/ffn=moe model.moe.balance=bias": "tests/training/test_moe_run.py::test_moe_trains_and_the_bias_follows_the_rule",
+    "python -m gptlab.analysis.params model=olmoe_1b_7b": "tests/model/test_moe_anchors.py::test_total_and_active_match_the_published_counts",
     # docs/performance.md, "Planning a GPU run" (issue 22)
     "python scripts/plan.py model=llama_350m model.vocab_size=32000 model.block_size=2048 trainer=fsdp trainer.devices=8 plan.gpu=H100 plan.tokens=10e9": "tests/planning/test_plan_cli.py::test_a_plan_is_printed",
     "python scripts/plan.py trainer.precision=32-true model.activation_checkpointing=none plan.gpu=H200": "tests/planning/test_plan_cli.py::test_documented_checkpointing_numbers",

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from gptlab.model import GPT, GPTConfig
+from gptlab.model import GPT, GPTConfig, moe
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ class ParamReport:
     tying_saves: int  # vocab_size · n_embd
     tying_saves_fraction: float  # tying_saves / total_untied
     non_embedding: int  # the N of the 6·N FLOP rule (GPT.num_params(exclude_embedding=True))
+    active: int = 0  # ffn=moe: what one token passes through (total − the n_experts − top_k unchosen experts)
 
 
 def component(name: str) -> str:
@@ -82,6 +83,7 @@ def param_report(cfg: GPTConfig) -> ParamReport:
         tying_saves=saves,
         tying_saves_fraction=saves / total_untied,
         non_embedding=model.num_params(exclude_embedding=True),
+        active=total - moe.inactive_params(model),
     )
 
 
@@ -89,6 +91,12 @@ def format_report(report: ParamReport) -> str:
     """An aligned text table: one row per component, thousands separators, shares of the total."""
     cfg = report.cfg
     ffn_name = f"{cfg.ffn} (h={cfg.hidden_dim})"
+    if cfg.ffn == "moe" and cfg.moe is not None:
+        m = cfg.moe
+        ffn_name = (
+            f"moe ({m.n_experts}×{m.expert_ffn} h={cfg.expert_hidden}, top-{m.top_k}, shared {m.n_shared}, "
+            f"first {m.first_dense_layers} dense)"
+        )
     header = (
         f"n_layer={cfg.n_layer} n_head={cfg.n_head} n_kv_head={cfg.kv_heads} n_embd={cfg.n_embd} "
         f"vocab_size={cfg.vocab_size} block_size={cfg.block_size}\n"
@@ -118,6 +126,8 @@ def format_report(report: ParamReport) -> str:
         ("tying saves (V·d)", report.tying_saves, report.tying_saves_fraction, "of untied"),
         ("non-embedding (N)", report.non_embedding, report.non_embedding / report.total, ""),
     ]
+    if cfg.ffn == "moe":  # top_k of the n_experts experts per token (the shared ones always)
+        rows.append(("active", report.active, report.active / report.total, "per token"))
     w_label = max(len(r[0]) for r in rows)
     w_num = max(len(f"{r[1]:,}") for r in rows)
     w_share = 7

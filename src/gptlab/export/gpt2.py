@@ -23,6 +23,7 @@ REQUIRED: dict[str, tuple[Any, str]] = {
     "pos_emb": ("learned", "it adds learned position embeddings"),
     "bias": (True, "every Conv1D and LayerNorm carries a bias"),
     "tie_embeddings": (True, "its lm_head is tied to wte"),
+    "attn_head_dim": (None, "its heads split n_embd"),
 }
 # c_attn holds q, k and v at equal widths: one key/value head per query head
 GROUPED_KV = False

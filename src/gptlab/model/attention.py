@@ -76,13 +76,15 @@ class CausalSelfAttention(nn.Module):
         self.n_kv_head = cfg.kv_heads
         kv = cfg.kv_heads * cfg.head_dim
         self.scale = mup.attn_scale(cfg)  # None: SDPA's 1/sqrt(d_head); μP: 1/d_head (model/mup.py)
-        self.q_proj = nn.Linear(d, d, bias=cfg.bias)
+        self.q_proj = nn.Linear(d, cfg.n_head * cfg.head_dim, bias=cfg.bias)
         self.k_proj = nn.Linear(d, kv, bias=cfg.bias)
         self.v_proj = nn.Linear(d, kv, bias=cfg.bias)
-        self.out_proj = nn.Linear(d, d, bias=cfg.bias)
+        self.out_proj = nn.Linear(cfg.n_head * cfg.head_dim, d, bias=cfg.bias)
         self.q_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
         self.k_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
-        gate_width = {"none": 0, "headwise": cfg.n_head, "elementwise": d}[cfg.attn_gate]
+        gate_width = {"none": 0, "headwise": cfg.n_head, "elementwise": cfg.n_head * cfg.head_dim}[
+            cfg.attn_gate
+        ]
         self.gate_proj = nn.Linear(d, gate_width, bias=False) if gate_width else None
         self.softcap = cfg.attn_softcap
         self.resid_drop = nn.Dropout(cfg.dropout)
@@ -109,7 +111,7 @@ class CausalSelfAttention(nn.Module):
         return q, k
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-        B, T, C = x.shape
+        B, T, _ = x.shape
         q, k = self.queries_keys(x, rope)
         if self.keep_qk:
             self.kept_qk = (q.detach(), k.detach())
@@ -127,4 +129,4 @@ class CausalSelfAttention(nn.Module):
             if self.keep_qk:
                 self.kept_gate = gate.detach()
             y = y * gate
-        return self.resid_drop(self.out_proj(y.transpose(1, 2).reshape(B, T, C)))
+        return self.resid_drop(self.out_proj(y.transpose(1, 2).reshape(B, T, -1)))

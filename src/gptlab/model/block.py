@@ -9,6 +9,7 @@ from gptlab.model import mup
 from gptlab.model.attention import CausalSelfAttention
 from gptlab.model.config import GPTConfig
 from gptlab.model.ffn import FeedForward
+from gptlab.model.moe import MoE
 from gptlab.model.norms import make_norm
 
 
@@ -20,7 +21,7 @@ def deepnorm_alpha(n_layer: int) -> float:
 class Block(nn.Module):
     """Attention then FFN, each wrapped by the configured norm placement."""
 
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, layer: int = 0) -> None:
         super().__init__()
         self.placement = cfg.norm_placement
         self.alpha = deepnorm_alpha(cfg.n_layer) if self.placement == "deepnorm" else 1.0
@@ -28,7 +29,7 @@ class Block(nn.Module):
         self.attn_norm = make_norm(cfg)
         self.attn = CausalSelfAttention(cfg)
         self.ffn_norm = make_norm(cfg)
-        self.ffn = FeedForward(cfg)
+        self.ffn = MoE(cfg) if cfg.is_moe(layer) else FeedForward(cfg)  # model/ffn=moe: model/moe.py
         if self.placement == "sandwich":
             self.attn_out_norm = make_norm(cfg)
             self.ffn_out_norm = make_norm(cfg)

@@ -6,11 +6,14 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from gptlab.model.moe_config import MoEConfig
+from gptlab.model.mup_checks import check_completep, check_mup
+
 NORMS = ("rmsnorm", "layernorm", "dyt")  # dyt: Dynamic Tanh, no normalisation (model/norms.py)
 PLACEMENTS = ("pre", "post", "sandwich", "deepnorm")
 GATED_FFNS = ("swiglu", "geglu", "reglu")
 UNGATED_FFNS = ("gelu", "gelu_tanh", "relu")
-FFNS = GATED_FFNS + UNGATED_FFNS
+FFNS = GATED_FFNS + UNGATED_FFNS  # the dense FFNs; `moe` (model/moe.py) mixes experts of one of them
 POS_EMBS = ("rope", "learned", "none")  # none: no position signal but the causal mask (NoPE)
 ATTN_GATES = ("none", "headwise", "elementwise")  # sigmoid gate on each head's output (model/attention.py)
 DEPTH_SCALES = ("none", "global", "per_layer")
@@ -47,6 +50,9 @@ class GPTConfig:
     # key/value heads: None = n_head (multi-head), 1 (multi-query), or any divisor of n_head
     # (grouped-query, Ainslie et al. 2023): query head h reads key/value head h // (n_head / n_kv_head)
     n_kv_head: int | None = None
+    # each head's width; None: n_embd / n_head. Set, q and out project d ↔ n_head·attn_head_dim
+    # (Qwen3's 128 at d=2048, 32 heads: the qwen3_30b_a3b preset)
+    attn_head_dim: int | None = None
     n_embd: int = 128
     norm: str = "rmsnorm"
     norm_eps: float = 1e-5
@@ -55,6 +61,7 @@ class GPTConfig:
     ffn: str = "swiglu"
     ffn_hidden: int | None = None  # None: 4·d ungated, 8/3·d gated (rounded up to ffn_multiple_of)
     ffn_multiple_of: int = 64
+    moe: MoEConfig | None = None  # ffn=moe: model.moe.* (conf/model/ffn/moe.yaml; docs/moe.md)
     tie_embeddings: bool = True
     pos_emb: str = "rope"
     rope_theta: float = 10000.0
@@ -105,7 +112,9 @@ class GPTConfig:
                 )
         _choice("norm", self.norm, NORMS)
         _choice("norm_placement", self.norm_placement, PLACEMENTS)
-        _choice("ffn", self.ffn, FFNS)
+        _choice("ffn", self.ffn, (*FFNS, "moe"))
+        if self.ffn == "moe":
+            self._check_moe()
         _choice("pos_emb", self.pos_emb, POS_EMBS)
         _choice("attn_gate", self.attn_gate, ATTN_GATES)
         _choice("depth_scaled_init", self.depth_scaled_init, DEPTH_SCALES)
@@ -114,7 +123,20 @@ class GPTConfig:
         _positive("norm_eps", self.norm_eps)
         _positive("dyt_alpha0", self.dyt_alpha0)
         _positive("rope_theta", self.rope_theta)
-        if self.n_embd % self.n_head != 0:
+        if self.attn_head_dim is not None:
+            hd = self.attn_head_dim
+            if isinstance(hd, bool) or not isinstance(hd, int) or hd < 1:
+                raise ValueError(
+                    f"model.attn_head_dim={hd!r} is not accepted; give a positive integer or null "
+                    "(n_embd/n_head)"
+                )
+            if self.uses_mup:
+                raise ValueError(
+                    f"model.attn_head_dim={hd} cannot be combined with model.parametrization="
+                    f"{self.parametrization}: μP's head rules read n_embd/n_head; accepted: "
+                    "attn_head_dim=null"
+                )
+        elif self.n_embd % self.n_head != 0:
             raise ValueError(
                 f"model.n_embd={self.n_embd} is not divisible by model.n_head={self.n_head}; "
                 "n_embd must be a multiple of n_head"
@@ -155,9 +177,27 @@ class GPTConfig:
             )
 
         if self.uses_mup:
-            self._check_mup()
+            check_mup(self)
         if self.parametrization == "completep":
-            self._check_completep()
+            check_completep(self)
+
+    def _check_moe(self) -> None:
+        """model.moe.* as a MoEConfig; what has no MoE rule here is refused in one line."""
+        self.moe = MoEConfig.coerce(self.moe)
+        _choice("moe.expert_ffn", self.moe.expert_ffn, FFNS)
+        for field, value, why in (
+            (
+                "parametrization",
+                self.parametrization,
+                "μP's width rules for experts and router are not stated",
+            ),
+            ("norm_placement", self.norm_placement, "DeepNet's init has no rule for expert matrices"),
+        ):
+            if value in ("mup", "completep", "deepnorm"):
+                raise ValueError(
+                    f"model.ffn=moe cannot be combined with model.{field}={value}: {why}; accepted: "
+                    "parametrization=sp, placement pre, post or sandwich"
+                )
 
     def _check_kv_heads(self) -> None:
         kv = self.n_kv_head
@@ -203,86 +243,6 @@ class GPTConfig:
                 "dimensions; accepted: a fraction in (0, 1] with rope_fraction·d_head even and >= 2"
             )
 
-    def _check_mup(self) -> None:
-        """μP's base width must give whole multipliers and whole base heads; DeepNorm has its own
-        depth-and-width init that μP's would silently override. With init_from, n_embd is the
-        checkpoint's: export.init_from checks μP there (an SP checkpoint is μP's function only at
-        the base width)."""
-        base = self.mup_base_width
-        if self.init_from is not None:  # n_embd is the checkpoint's, known in export.init_from, which checks
-            return
-        if isinstance(base, bool) or not isinstance(base, int) or base <= 0:
-            raise ValueError(
-                f"model.mup_base_width={base!r} is not accepted with model.parametrization=mup; give a "
-                "positive integer that divides model.n_embd (the width μP equals SP at)"
-            )
-        if base > self.n_embd or self.n_embd % base != 0:
-            what = "exceeds" if base > self.n_embd else "does not divide"
-            raise ValueError(
-                f"model.mup_base_width={base} {what} model.n_embd={self.n_embd}; accepted: a "
-                "divisor of n_embd (the width multiplier n_embd/mup_base_width must be a whole number >= 1)"
-            )
-        head = self.mup_base_head_dim
-        if head is None and base % self.n_head != 0:
-            raise ValueError(
-                f"model.mup_base_width={base} is not divisible by model.n_head={self.n_head}; the base "
-                "model keeps the heads, so its head width mup_base_width/n_head must be whole (or give "
-                "model.mup_base_head_dim, the base model's head width)"
-            )
-        if head is not None and (
-            isinstance(head, bool)
-            or not isinstance(head, int)
-            or head <= 0
-            or base % head != 0
-            or (base == self.n_embd and head != self.head_dim)
-        ):
-            raise ValueError(
-                f"model.mup_base_head_dim={head!r} is not accepted with model.mup_base_width={base} and "
-                f"model.n_embd={self.n_embd}, n_head={self.n_head}; accepted: null (the base keeps the "
-                "heads), or a positive divisor of mup_base_width that is the model's own head width "
-                "when n_embd equals mup_base_width"
-            )
-        if self.norm_placement == "deepnorm":
-            raise ValueError(
-                "model.parametrization=mup cannot be combined with model.norm_placement=deepnorm (DeepNet's "
-                "Xavier init and β scaling have no μP form here); accepted: placement pre, post or sandwich"
-            )
-        if self.attn_gate == "headwise":
-            raise ValueError(
-                "model.attn_gate=headwise cannot be combined with model.parametrization=mup: its W_g "
-                "(d → n_head) has a fan-out that does not grow with n_embd, an output weight of μP with "
-                "no rule here; accepted: attn_gate none or elementwise (a hidden matrix, q_proj's rules)"
-            )
-        if self.ffn_hidden is not None:
-            raise ValueError(
-                f"model.ffn_hidden={self.ffn_hidden} cannot be combined with model.parametrization=mup: a "
-                "fixed FFN width does not grow with n_embd, so up and down would be output and input "
-                "weights of μP, for which no rule is given here; accepted: ffn_hidden=null"
-            )
-
-    def _check_completep(self) -> None:
-        """CompleteP's depth rules are derived for pre-norm blocks (Dey et al. 2025); its base depth
-        must be a real model's, no deeper than this one."""
-        base = self.mup_base_depth
-        depth_known = self.init_from is None  # else n_layer is the checkpoint's: export.init_from checks
-        if (
-            isinstance(base, bool)
-            or not isinstance(base, int)
-            or base < 1
-            or (depth_known and base > self.n_layer)
-        ):
-            raise ValueError(
-                f"model.mup_base_depth={base!r} is not accepted with model.parametrization=completep "
-                f"and model.n_layer={self.n_layer}; give an integer from 1 to n_layer (the depth "
-                "CompleteP equals μP at)"
-            )
-        if self.norm_placement != "pre":
-            raise ValueError(
-                f"model.parametrization=completep cannot be combined with model.norm_placement="
-                f"{self.norm_placement!r}: its residual scaling is derived for pre-norm blocks; "
-                "accepted: placement pre"
-            )
-
     @property
     def uses_mup(self) -> bool:
         """μP's width rules apply (mup, and completep, which is μP plus depth rules)."""
@@ -305,7 +265,7 @@ class GPTConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.n_embd // self.n_head
+        return self.n_embd // self.n_head if self.attn_head_dim is None else self.attn_head_dim
 
     @property
     def rope_dims(self) -> int:
@@ -323,9 +283,24 @@ class GPTConfig:
         """Key/value heads: n_kv_head, or n_head when it is null (multi-head attention)."""
         return self.n_head if self.n_kv_head is None else self.n_kv_head
 
+    def is_moe(self, i: int) -> bool:
+        """Whether block i's FFN is a mixture of experts (blocks below moe.first_dense_layers are not)."""
+        return self.ffn == "moe" and self.moe is not None and i >= self.moe.first_dense_layers
+
+    @property
+    def ffn_kind(self) -> str:
+        """The dense FFN type: `ffn`, or under ffn=moe each expert's (moe.expert_ffn)."""
+        return self.moe.expert_ffn if self.ffn == "moe" and self.moe is not None else self.ffn
+
+    @property
+    def expert_hidden(self) -> int:
+        """Each expert's FFN width under ffn=moe: moe.expert_hidden, else the dense width."""
+        hidden = self.moe.expert_hidden if self.moe is not None else None
+        return self.hidden_dim if hidden is None else hidden
+
     @property
     def gated(self) -> bool:
-        return self.ffn in GATED_FFNS
+        return self.ffn_kind in GATED_FFNS
 
     @property
     def hidden_dim(self) -> int:

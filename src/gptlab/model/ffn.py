@@ -24,10 +24,10 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 class FeedForward(nn.Module):
     """down_proj(act(gate_proj(x)) * up_proj(x)) when gated, down_proj(act(up_proj(x))) otherwise."""
 
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, hidden: int | None = None) -> None:
         super().__init__()
-        d, h = cfg.n_embd, cfg.hidden_dim
-        self.act = ACTIVATIONS[cfg.ffn]
+        d, h = cfg.n_embd, hidden or cfg.hidden_dim  # hidden: a MoE's shared experts' width
+        self.act = ACTIVATIONS[cfg.ffn_kind]
         self.gate_proj = nn.Linear(d, h, bias=cfg.bias) if cfg.gated else None
         self.up_proj = nn.Linear(d, h, bias=cfg.bias)
         self.down_proj = nn.Linear(h, d, bias=cfg.bias)

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from gptlab.model import mup
+from gptlab.model import moe, mup
 from gptlab.model.attention import rope_tables, softcap
 from gptlab.model.block import Block
 from gptlab.model.config import GPTConfig
@@ -26,7 +26,7 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.pos_emb = nn.Embedding(cfg.block_size, cfg.n_embd) if cfg.pos_emb == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layer))
         # post and deepnorm end on a norm already; pre and sandwich leave the stream unnormalised
         has_final_norm = cfg.norm_placement in ("pre", "sandwich")
         self.final_norm = make_norm(cfg) if has_final_norm else None
@@ -99,6 +99,8 @@ class GPT(nn.Module):
         return n
 
     def flops_per_token(self, seq_len: int | None = None) -> int:
-        """Training FLOPs per token, 6·N + 12·L·T·d (PaLM appendix B; nanoGPT's estimate_mfu)."""
+        """Training FLOPs per token, 6·N + 12·L·T·d (PaLM appendix B; nanoGPT's estimate_mfu); under
+        ffn=moe N counts the active path only (top_k of the experts)."""
         T = seq_len or self.cfg.block_size
-        return 6 * self.num_params(exclude_embedding=True) + 12 * self.cfg.n_layer * T * self.cfg.n_embd
+        active = self.num_params(exclude_embedding=True) - moe.inactive_params(self)
+        return 6 * active + 12 * self.cfg.n_layer * T * self.cfg.n_embd

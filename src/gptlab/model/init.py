@@ -22,7 +22,10 @@ from torch import nn
 from gptlab.model import mup
 from gptlab.model.config import GPTConfig
 
-_STREAM_WRITERS = re.compile(r"blocks\.(\d+)\.(attn\.out_proj|ffn\.down_proj)\.weight$")
+# (ffn=moe: the experts' stacked down_proj and the shared experts' write into the stream too)
+_STREAM_WRITERS = re.compile(
+    r"blocks\.(\d+)\.(attn\.out_proj\.weight|ffn\.(?:shared\.)?down_proj\.weight|ffn\.experts\.down_proj)$"
+)
 _BLOCK_MATRIX = re.compile(r"blocks\.\d+\.(attn\.(q|k|v|out)_proj|ffn\.(gate|up|down)_proj)\.weight$")
 DEEPNORM_UNIT_GAIN = ("attn.q_proj", "attn.k_proj", "ffn.gate_proj")  # every other block matrix: β
 

@@ -99,6 +99,20 @@ def planned_step(s: Setup) -> str:
     return what
 
 
+def moe_lines(cfg: GPTConfig) -> list[str]:
+    """Under ffn=moe: the experts, and what the measured activations assume of the routing."""
+    m = cfg.moe if cfg.ffn == "moe" else None
+    if m is None:
+        return []
+    drops = "dropless" if m.capacity_factor is None else f"capacity factor {m.capacity_factor:g}"
+    return [
+        f"experts    {m.n_experts}×{m.expert_ffn} of width {cfg.expert_hidden}, top-{m.top_k}, "
+        f"{m.n_shared} shared, {drops}: all expert weights and their optimizer state counted; the "
+        "routed activations are the step's tokens·top_k rows, sorted by expert, the same for any "
+        "imbalance (no per-expert padding to assume)"
+    ]
+
+
 def format_plan(p: Plan, tokens: float | None = None) -> str:
     s, m = p.setup, p.memory
     cfg = s.model
@@ -107,6 +121,7 @@ def format_plan(p: Plan, tokens: float | None = None) -> str:
         f"{cfg.hidden_dim}, T={cfg.block_size}, vocab {cfg.vocab_size:,}"
         + (f" ({s.vocab_source})" if s.vocab_source else ""),
         f"setup      {describe(s)}",
+        *moe_lines(cfg),
         f"optimizer  {optimizer_line(s)}",
         "",
         f"{'parameters':<14}{'total':>12}{'per device':>14}",

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from gptlab.config import OptimConfig
-from gptlab.model import GPT, GPTConfig
+from gptlab.model import GPT, GPTConfig, moe
 from gptlab.training.callbacks.nonfinite import NonFiniteGuard, drop_update, global_norm
 from gptlab.training.callbacks.throughput import tokens_per_step
 from gptlab.training.checkpoint_io import check_resumable, check_same_optimizer
@@ -45,6 +45,7 @@ class GPTLightningModule(L.LightningModule):
         self._step_lr = 0.0  # the LR of the step in progress
         self.last_ce: torch.Tensor | None = None  # the last micro-batch's cross-entropy (no z-loss)
         self.last_z: torch.Tensor | None = None  # and its mean log²Z, when optim.z_loss > 0
+        self.last_routing: torch.Tensor | None = None  # model/ffn=moe: the routers' penalty (model/moe.py)
         # telemetry sets want_logit_stats for one micro-batch of a log step; _loss then leaves
         # [Σ logit, Σ logit², max logit, Σ log Z, logits, tokens] (float64, on the device) here
         self.want_logit_stats = False
@@ -76,9 +77,18 @@ class GPTLightningModule(L.LightningModule):
         return self.model(idx)
 
     def _loss(self, batch: torch.Tensor) -> torch.Tensor:
-        """The training objective: next-token cross-entropy, plus optim.z_loss · mean(log²Z) where
-        log Z = logsumexp of a position's logits (PaLM's z-loss: it keeps log Z near 0)."""
-        x, y = batch[:, :-1], batch[:, 1:]
+        """The training objective: the tokens' (below), plus MoE's routing losses (the routers' aux
+        and z losses, with their coefficients) when the FFNs are experts."""
+        objective = self._token_objective(batch[:, :-1], batch[:, 1:])
+        routing = moe.routing_loss(self.model)  # None when dense
+        if routing is not None:
+            self.last_routing = routing.detach()
+            objective = objective + routing
+        return objective
+
+    def _token_objective(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Next-token cross-entropy, plus optim.z_loss · mean(log²Z) where log Z = logsumexp of a
+        position's logits (PaLM's z-loss: it keeps log Z near 0)."""
         coef = self.optim_cfg.z_loss
         if not self.want_logit_stats:  # compiled with the blocks under `compile`
             ce, z = self._loss_fn(self.model(x), y, coef)
@@ -105,6 +115,7 @@ class GPTLightningModule(L.LightningModule):
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         self._step_lr = float(self.optimizers().param_groups[0]["lr"])  # a Python float: no sync
         objective = self._loss(batch)
+        moe.accumulate_load(self.model)  # the expert bias moves on this step's loads (balance=bias)
         loss = self.last_ce if self.last_ce is not None else objective.detach()  # train/loss: CE only
         self.last_loss = loss  # callbacks/progress.py reads it when the bar redraws
         # not prog_bar=True: Lightning turns progress-bar metrics into Python numbers after every
@@ -122,6 +133,9 @@ class GPTLightningModule(L.LightningModule):
                 self.log("train/loss", self._global_loss(step_loss))
                 if self.last_z is not None:  # this micro-batch's: a log of the term, not an average
                     self.log("train/z_loss", self._global_loss(self.last_z))
+                if self.last_routing is not None:  # likewise; the terms before their coefficients
+                    for name, value in moe.routing_terms(self.model).items():
+                        self.log(f"train/{name}", self._global_loss(value))
         return objective
 
     def _logs_now(self) -> bool:
@@ -175,6 +189,8 @@ class GPTLightningModule(L.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         opt = build_optimizer(self.model, self.optim_cfg, self.device.type)
+        if any(layer.mcfg.balance == "bias" for layer in moe.moe_layers(self.model)):
+            opt.register_step_post_hook(lambda *_: moe.update_expert_bias(self.model))
         schedule = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(self.optim_cfg, self.trainer.max_steps))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 

@@ -183,6 +183,12 @@ def compile_blocks(model: Any) -> None:
     hooks stay outside the compiled regions (also what gptlab.bench's bare loop runs). The loss
     after the head compiles as gptlab.training.loss.loss_fn; the head's matmul is one GEMM either
     way, and the final norm ((B, T, d), 1/65 of GPT-2's (B, T, V) logits) stays eager: a
-    torch.nn norm compiled alone gives Dynamo no graph (torch 2.13 skips its frame)."""
+    torch.nn norm compiled alone gives Dynamo no graph (torch 2.13 skips its frame). A MoE's loop
+    path splits its rows by the tokens per expert: Dynamo traces those sizes as unbacked symbols
+    (capture_scalar_outputs) instead of breaking the graph there (docs/moe.md, Compile)."""
+    from gptlab.model.moe import moe_layers
+
+    if moe_layers(model):
+        torch._dynamo.config.capture_scalar_outputs = True
     for block in model.blocks:
         block.compile()
