@@ -3,13 +3,10 @@ width or depth rules gptlab does not have, refused in one line before anything i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from gptlab.model.config import GPTConfig
+from typing import Any  # a GPTConfig: model.config imports this module, not the reverse
 
 
-def check_mup(cfg: GPTConfig) -> None:
+def check_mup(cfg: Any) -> None:
     """μP's base width must give whole multipliers and whole base heads; DeepNorm has its own
     depth-and-width init that μP's would silently override. With init_from, n_embd is the
     checkpoint's: export.init_from checks μP there (an SP checkpoint is μP's function only at
@@ -67,7 +64,7 @@ def check_mup(cfg: GPTConfig) -> None:
         )
 
 
-def check_completep(cfg: GPTConfig) -> None:
+def check_completep(cfg: Any) -> None:
     """CompleteP's depth rules are derived for pre-norm blocks (Dey et al. 2025); its base depth
     must be a real model's, no deeper than this one."""
     base = cfg.mup_base_depth
