@@ -854,6 +854,18 @@ MUTANTS: list[Mutant] = [
            "active = self.num_params(exclude_embedding=True) - moe.inactive_params(self)",
            "active = self.num_params(exclude_embedding=True)",
            "flops_per_token's N counts all n_experts experts, not the top_k a token passes through"),
+    # --- compile counts (r6-gpu2): tasks and the sample eager, validation's batches of one size ---
+    Mutant("tasks_scored_compiled", "training/callbacks/tasks.py",
+           'torch.compiler.set_stance("force_eager"),', "torch.no_grad(),",
+           "task scoring's shapes and no_grad compile more graphs of the blocks"),
+    Mutant("sample_drawn_compiled", "training/app.py", 'with torch.compiler.set_stance("force_eager"):',
+           "with torch.no_grad():", "each length of the end-of-run sample compiles the blocks again"),
+    Mutant("val_last_batch_ragged", "data/datamodule.py", "batch_size=sampler.batch_size,",
+           "batch_size=self.cfg.batch_size,",
+           "a ragged last val batch: one more (dynamic) graph of the blocks"),
+    Mutant("val_batches_padded_full", "data/samplers.py", "return batches, -(-count // batches)",
+           "return batches, batch_size",
+           "val batches padded to data.batch_size: up to b-1 wasted windows a batch"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

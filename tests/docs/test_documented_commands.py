@@ -64,6 +64,7 @@ COMMANDS: dict[str, str] = {
     "python scripts/plan.py model=llama_350m model.vocab_size=32000 model.block_size=2048 data.batch_size=16 optim=adamw plan.gpu=H100": "not runnable here: a 350M model's fake step, ~50 s on the loaded 2-core machine (the same entry point and options at tiny size: tests/planning/test_plan_cli.py::test_a_plan_is_printed; the optimizer state it plans against the built optimizer's: tests/planning/test_planner.py::test_planned_optimizer_state_is_the_built_optimizers)",
     "python scripts/plan.py model=llama_350m model.vocab_size=32000 model.block_size=2048 data.batch_size=16 optim=muon plan.gpu=H100": "not runnable here: a 350M model's fake step, ~90 s on the loaded 2-core machine (the same entry point and options at tiny size: tests/planning/test_plan_cli.py::test_a_muon_plan_names_its_optimizer_and_fsdp_is_refused; the optimizer state it plans against the built optimizer's: tests/planning/test_planner.py::test_planned_optimizer_state_is_the_built_optimizers)",
     "scripts/gpu_check.sh": f"{GPU} (one GPU; its CPU dry run: tests/bench/test_gpu_check.py)",
+    "bash scripts/gpu_check.sh": f"{GPU} (one lent GPU, .whl carried; its CPU dry run: tests/bench/test_gpu_check.py; its wheels in the image's venv: tests/test_gpu_wheels.py)",
     "make gpu-wheels": "tests/test_gpu_wheels.py::test_wheels_plus_image_packages_run_the_check (dev/gpu_wheels.py's download)",
     "python -m gptlab.bench.gpu_check": f"{GPU} (its CPU dry run: tests/bench/test_gpu_check.py)",
     "python -m gptlab.bench.gpu_check --dry-run": "tests/bench/test_gpu_check.py::test_dry_run_writes_every_section_and_the_table_matches_the_json",
@@ -343,10 +344,11 @@ COMMANDS: dict[str, str] = {
 
 # --- parsing the docs ------------------------------------------------------------------------------
 # A command starts with python/make/torchrun/srun (after optional VAR=value assignments) or is a
-# script of scripts/ given arguments (a bare `scripts/x.py` in prose names a file; a bare .sh runs).
+# script of scripts/ given arguments (a bare `scripts/x.py` in prose names a file; a bare .sh runs,
+# and so does `bash scripts/x.sh`).
 _PROGRAM = re.compile(
     r"^(?:[A-Z_][A-Z0-9_]*=\S+\s+)*"
-    r"(?:(?:\.venv/bin/)?python3?\s+(?:-m\s+\S+|-\s|\S+\.py)|make\s+[a-z]|torchrun\s|srun\s|scripts/\S+\.sh\b"
+    r"(?:(?:\.venv/bin/)?python3?\s+(?:-m\s+\S+|-\s|\S+\.py)|make\s+[a-z]|torchrun\s|srun\s|(?:bash\s+)?scripts/\S+\.sh\b"
     r"|scripts/\S+\.py\s)"
 )
 
@@ -410,13 +412,15 @@ def all_documented() -> dict[str, list[str]]:
 
 def test_normalise_and_parse_are_robust() -> None:
     page = (
-        "Run `python train.py   a=1  # the comment` or `scripts/report.py` (a file) or `make` alone.\n"
+        "Run `python train.py   a=1  # the comment` or `scripts/report.py` (a file) or `make` alone,\n"
+        "or `bash scripts/x.sh`.\n"
         "```bash\n$ python x.py p='a # b' \\\n    q=2   # note\n#SBATCH --nodes=2\nexport X=1\n"
         "python - <<'EOF'\nimport os\npython not_a_command.py\nEOF\nmake bench ARGS=1\n```\n"
         "```text\n$ python scripts/bench.py k=v\ncommand: python scripts/bench.py k=v bench.json=x\n```\n"
     )
     assert documented_commands(page) == [
         "python train.py a=1",
+        "bash scripts/x.sh",
         "python x.py p='a # b' q=2",
         "python - <<'EOF'",
         "make bench ARGS=1",

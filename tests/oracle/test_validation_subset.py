@@ -48,13 +48,13 @@ def window_rows(dm: TokenDataModule) -> np.ndarray:
     return np.stack([tokens[k * BLOCK : k * BLOCK + BLOCK + 1] for k in range(n)])
 
 
-def read_back(dm: TokenDataModule, index: dict[bytes, int]) -> tuple[list[int], list[float], int]:
-    """(window indices, weights, batch count) of the val loader, windows identified by content."""
+def read_back(dm: TokenDataModule, index: dict[bytes, int]) -> tuple[list[int], list[float], list[int]]:
+    """(window indices, weights, each batch's size) of the val loader, windows identified by content."""
     ids: list[int] = []
     weights: list[float] = []
-    batches = 0
+    batches: list[int] = []
     for tokens, weight in dm.val_dataloader():
-        batches += 1
+        batches.append(len(tokens))
         ids += [index[row.numpy().tobytes()] for row in tokens]
         weights += weight.tolist()
     return ids, weights, batches
@@ -87,20 +87,25 @@ def test_every_world_and_batch_size_reads_the_same_windows_once(cache: Path, cou
     for world in (1, 2, 3):
         for batch_size in (1, 4, 16):
             real: list[int] = []
-            batch_counts = []
+            batch_counts, sizes = [], []
             pads = 0
             for rank in range(world):
                 dm = datamodule(cache, rank, world, val_windows=count, batch_size=batch_size)
                 ids, weights, batches = read_back(dm, index)
+                sizes += batches
                 assert set(weights) <= {0.0, 1.0}
                 real += [k for k, w in zip(ids, weights, strict=True) if w == 1.0]
                 pads += weights.count(0.0)
-                batch_counts.append(batches)
+                batch_counts.append(len(batches))
             where = f"world={world} batch_size={batch_size}"
             assert len(set(batch_counts)) == 1, (where, batch_counts)  # FSDP: equal collectives
             per_rank = -(-count // world)
-            assert batch_counts[0] == -(-per_rank // batch_size), where
-            assert pads == world * per_rank - count, where
+            batches = batch_counts[0]
+            assert batches == -(-per_rank // batch_size), where
+            # the ranks' padding, plus less than one window a batch to make the batches one size
+            # (every batch of one shape: no recompile of compiled blocks, samplers.even_batches)
+            assert 0 <= pads - (world * per_rank - count) < world * batches, where
+            assert len(set(sizes)) == 1 and sizes[0] <= batch_size, (where, sizes)
             assert len(real) == count == len(set(real)), where  # each window exactly once
             reference = reference or sorted(real)
             assert sorted(real) == reference, where
@@ -136,24 +141,27 @@ def validate(module: GPTLightningModule, loader: torch.utils.data.DataLoader, ro
 
 
 def test_val_loss_is_the_token_mean_over_the_subset(cache: Path, tmp_path: Path) -> None:
-    """12 windows in batches of 5, 5, 2: a mean of batch means would weigh the last batch 2.5x."""
-    dm = datamodule(cache, val_windows=12, batch_size=5)
+    """11 windows at batch 5 read as 3 batches of 4 (one of weight 0, padding to one batch shape):
+    a mean of the batches' means would weigh the last batch's 3 windows 4/3x."""
+    dm = datamodule(cache, val_windows=11, batch_size=5)
     rows = window_rows(dm)
     index = {row.tobytes(): k for k, row in enumerate(rows)}
-    ids, _, batches = read_back(dm, index)
-    assert batches == 3
+    ids, weights, batches = read_back(dm, index)
+    assert batches == [4, 4, 4] and weights.count(0.0) == 1
+    ids = [k for k, w in zip(ids, weights, strict=True) if w == 1.0]
     module = tiny_module()
     got = validate(module, dm.val_dataloader(), tmp_path)
     assert got == pytest.approx(plain_torch_loss(module, rows, ids), abs=1e-6)
 
 
 def test_padding_counts_for_nothing(cache: Path, tmp_path: Path) -> None:
-    """Rank 2 of 3 for 7 windows holds 2 of them and 1 weight-0 pad: val/loss is over the 2 only."""
+    """Rank 2 of 3 for 7 windows holds 2 of them, 1 weight-0 pad to the ranks' 3 each and 1 to two
+    batches of 2: val/loss is over the 2 only."""
     dm = datamodule(cache, rank=2, world=3, val_windows=7, batch_size=2)
     rows = window_rows(dm)
     index = {row.tobytes(): k for k, row in enumerate(rows)}
     ids, weights, _ = read_back(dm, index)
-    assert weights == [1.0, 1.0, 0.0]
+    assert weights == [1.0, 1.0, 0.0, 0.0]
     module = tiny_module()
     got = validate(module, dm.val_dataloader(), tmp_path)
     assert got == pytest.approx(plain_torch_loss(module, rows, ids[:2]), abs=1e-6)

@@ -11,7 +11,8 @@ Validation reads a fixed subset of `data.val_windows` windows spread over the wh
 (`val_subset`: one seeded draw per equal stratum), the same whatever the world size, batch size or run
 seed, so every run and evaluate.py score the same windows. Rank r of W reads subset positions
 r, r+W, …, padded with weight-0 windows to ceil(N/W) each, so all ranks run the same number of
-val batches (FSDP2's forward is a collective) and the weighted sums over ranks count each window once.
+val batches (FSDP2's forward is a collective) and the weighted sums over ranks count each window once;
+and padded to batches of one size (samplers.even_batches: no ragged last batch for compile to see).
 """
 
 from __future__ import annotations
@@ -186,12 +187,12 @@ class TokenDataModule(L.LightningDataModule):
 
     def eval_dataloader(self, split: str = "val") -> DataLoader:
         """(tokens, weight) batches of this rank's share of the split's subset; every rank gets the
-        same number of batches, padding weighted 0."""
+        same number of batches, all of one size, padding weighted 0."""
         rank, world = self._dist()
-        sampler = ShardedSubsetSampler(self.subset(split), rank, world)
+        sampler = ShardedSubsetSampler(self.subset(split), rank, world, self.cfg.batch_size)
         return self._loader(
             WeightedWindows(self.dataset(split)),
-            batch_size=self.cfg.batch_size,
+            batch_size=sampler.batch_size,  # <= data.batch_size, every batch one size (even_batches)
             sampler=sampler,
             collate=collate_weighted,
         )

@@ -101,15 +101,29 @@ def val_subset(n_windows: int, count: int, seed: int = VAL_SUBSET_SEED) -> list[
     return (edges[:-1] + offset).tolist()
 
 
-class ShardedSubsetSampler(Sampler[int]):
-    """Rank r's share of the val subset: positions r, r+W, …, padded with PAD to ceil(N/W) entries."""
+def even_batches(count: int, batch_size: int) -> tuple[int, int]:
+    """(batches, size): `count` windows in ceil(count/batch_size) batches all of one size <= batch_size.
 
-    def __init__(self, subset: list[int], rank: int = 0, world_size: int = 1) -> None:
+    Why one size: under `compile` a ragged last batch is a new input shape, and Dynamo compiles the
+    blocks again for it (a dynamic graph: minutes at scale on a GPU). Validation has its own graph
+    anyway (no grad), so its size need not be training's, only the same for every batch; the padding
+    this costs is fewer windows than there are batches.
+    """
+    batches = max(1, -(-count // batch_size))
+    return batches, -(-count // batches)
+
+
+class ShardedSubsetSampler(Sampler[int]):
+    """Rank r's share of the val subset: positions r, r+W, …, padded with PAD to ceil(N/W) entries,
+    and further to `batches · batch_size` (even_batches: every batch of one size, read it there)."""
+
+    def __init__(self, subset: list[int], rank: int = 0, world_size: int = 1, batch_size: int = 1) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank={rank} must be in 0..world_size-1 (world_size={world_size})")
         per_rank = -(-len(subset) // world_size)
+        batches, self.batch_size = even_batches(per_rank, batch_size)
         own = list(subset[rank::world_size])
-        self.indices = own + [PAD] * (per_rank - len(own))
+        self.indices = own + [PAD] * (batches * self.batch_size - len(own))
 
     def __len__(self) -> int:
         return len(self.indices)
