@@ -12,6 +12,7 @@ import torch
 
 from gptlab.compose import compose_config
 from gptlab.data.config import DataConfig
+from gptlab.data.tokenizers.byte import BYTE_EOS
 from gptlab.data.documents import check_documents, document_spec
 from tests.conftest import QUICK_ENV, run_script
 
@@ -42,7 +43,7 @@ def test_train_py_trains_windows_and_document_masks(name: str, tmp_path: Path) -
     if name == "windows":
         assert (hp["model"]["window"], hp["model"]["window_pattern"]) == (32, "SSSL")
     else:  # the byte tokenizer's eot
-        assert hp["documents"] == {"eot": 256, "positions": "restart"}
+        assert hp["documents"] == {"eot": BYTE_EOS, "positions": "restart"}
 
 
 def rows() -> list[tuple[str, str]]:
