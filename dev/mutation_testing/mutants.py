@@ -36,7 +36,8 @@ MUTANTS: list[Mutant] = [
            "sandwich FFN loses its output norm"),
     Mutant("deepnorm_alpha_on_branch", "model/block.py",
            "self.attn_norm(self.alpha * x + self.attn(x, rope, mask))",
-           "self.attn_norm(x + self.alpha * self.attn(x, rope, mask))", "α scales the branch, not the stream"),
+           "self.attn_norm(x + self.alpha * self.attn(x, rope, mask))",
+           "α scales the branch, not the stream"),
     Mutant("deepnorm_alpha_dropped", "model/block.py", "self.ffn_norm(self.alpha * x + self.ffn(x))",
            "self.ffn_norm(x + self.ffn(x))", "DeepNorm FFN without α"),
     # --- DeepNorm constants and depth-scaled init (model/block.py, model/init.py) ---

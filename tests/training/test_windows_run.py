@@ -12,8 +12,8 @@ import torch
 
 from gptlab.compose import compose_config
 from gptlab.data.config import DataConfig
-from gptlab.data.tokenizers.byte import BYTE_EOS
 from gptlab.data.documents import check_documents, document_spec
+from gptlab.data.tokenizers.byte import BYTE_EOS
 from tests.conftest import QUICK_ENV, run_script
 
 QUICK = [
