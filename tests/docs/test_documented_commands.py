@@ -82,6 +82,8 @@ COMMANDS: dict[str, str] = {
     "python train.py model.pos_emb=none": "tests/training/test_attention_axes_run.py::test_train_py_trains_each_attention_switch",
     "python train.py model.rope_fraction=0.5": "tests/training/test_attention_axes_run.py::test_train_py_trains_each_attention_switch",
     "python train.py model.attn_softcap=50 model.logit_softcap=30": "tests/training/test_attention_axes_run.py::test_train_py_trains_each_attention_switch",
+    "python train.py model.window=32 model.window_pattern=SSSL": "tests/training/test_windows_run.py::test_train_py_trains_windows_and_document_masks",
+    "python train.py data.document_mask=true": "tests/training/test_windows_run.py::test_train_py_trains_windows_and_document_masks",
     "python train.py model/attention=gqa model.n_kv_head=2": "tests/model/test_gqa.py::test_train_py_trains_the_default_model_with_grouped_query_attention",
     "python -m gptlab.analysis.params model=llama_7b model/attention=gqa model.n_kv_head=8": "tests/model/test_param_report.py::test_cli_counts_grouped_query_attention",
     "python train.py -m experiment=ablate_attention hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 45 jobs, 1,453 s (its quick sibling through the same sweeper and report: tests/model/test_gqa.py::test_ablate_attention_quick_runs_and_reports_both_arms)",

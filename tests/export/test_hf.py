@@ -159,6 +159,7 @@ REFUSED = [
     ({"attn_gate": "headwise"}, "attn_gate='headwise'", "'none'"),
     ({"attn_softcap": 50.0}, "attn_softcap=50.0", "None"),
     ({"logit_softcap": 30.0}, "logit_softcap=30.0", "None"),
+    ({"window": 32}, "window=32", "None"),  # no Mistral target (sliding_window) is written
 ]
 
 

@@ -97,6 +97,8 @@ CASES = {
         1,
         "32-true",
     ),
+    # issue 46: model.window's masks (one cached (T, T) bool per window), a local/global pattern
+    "windowed_sssl_bf16": (cfg(window=8, window_pattern="SSSL"), 4, 1, "bf16-mixed"),
 }
 
 

@@ -55,4 +55,8 @@ class DataConfig:
     val_windows: int | None = None
     num_workers: int = 0
     num_proc: int = 2  # processes for tokenizing (datasets.map, or the streaming packer's pool)
+    # attention does not cross an end-of-text id inside a window (the eot opens its document); the
+    # tokenizer must have one. Positions restart at each eot, or continue 0..T-1 (model/masks.py)
+    document_mask: bool = False
+    document_positions: str = "restart"  # restart | continue
     cache_dir: str = ".cache/gptlab"  # packed token files and trained tokenizers, keyed by fingerprint

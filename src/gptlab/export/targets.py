@@ -24,6 +24,8 @@ ATTENTION_OFF: dict[str, tuple[object, str]] = {
     "attn_gate": ("none", "no gate on the attention output"),
     "attn_softcap": (None, "no cap on the attention logits"),
     "logit_softcap": (None, "no cap on the output logits"),
+    # Mistral's sliding_window would say an all-local window, but no Mistral target is written
+    "window": (None, "every layer attends globally; no Mistral target with sliding_window is written"),
 }
 
 

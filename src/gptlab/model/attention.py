@@ -37,18 +37,27 @@ def softcap(x: torch.Tensor, cap: float) -> torch.Tensor:
 
 
 def capped_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cap: float, scale: float | None, dropout: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cap: float,
+    scale: float | None,
+    dropout: float,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """softmax(c·tanh(q·kᵀ·scale / c) + causal mask)·v, written out: SDPA's fused kernels take no
+    """softmax(c·tanh(q·kᵀ·scale / c) + mask)·v, written out: SDPA's fused kernels take no
     function of the logits, so this path materialises the T×T scores (the memory of SDPA's math
-    backend). Key/value heads are repeated for their query heads (grouped-query attention)."""
+    backend). Key/value heads are repeated for their query heads (grouped-query attention). `mask`:
+    bool, True = attend (model/masks.py); None = causal."""
     group = q.shape[1] // k.shape[1]
     if group > 1:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     s = softcap((q @ k.transpose(-1, -2)) * scale, cap)
     T = q.shape[-2]
-    s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=q.device).tril(), float("-inf"))
+    if mask is None:
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    s = s.masked_fill(~mask, float("-inf"))
     p = torch.softmax(s.float(), dim=-1).to(q.dtype)
     return F.dropout(p, dropout) @ v
 
@@ -104,13 +113,20 @@ class CausalSelfAttention(nn.Module):
         q, k = self.heads(self.q_proj, x), self.heads(self.k_proj, x)
         if self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        if rope is not None:
+        if rope is not None:  # (≥T, r) tables, or (B, 1, T, r) per-token positions (documents)
             T = x.shape[1]
-            cos, sin = rope[0][:T].to(q.dtype), rope[1][:T].to(q.dtype)
+            cos, sin = rope[0][..., :T, :].to(q.dtype), rope[1][..., :T, :].to(q.dtype)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         return q, k
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor] | None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """`mask`: bool, True = attend, (T, T) or (B, 1, T, T) (model/masks.py: a sliding window,
+        documents); None = causal, SDPA's `is_causal` (its fused kernels)."""
         B, T, _ = x.shape
         q, k = self.queries_keys(x, rope)
         if self.keep_qk:
@@ -120,10 +136,10 @@ class CausalSelfAttention(nn.Module):
         drop = self.dropout if self.training else 0.0
         if self.softcap is None:
             y = F.scaled_dot_product_attention(
-                q, k, v, dropout_p=drop, is_causal=True, scale=self.scale, enable_gqa=gqa
+                q, k, v, mask, dropout_p=drop, is_causal=mask is None, scale=self.scale, enable_gqa=gqa
             )
         else:
-            y = capped_attention(q, k, v, self.softcap, self.scale, drop)
+            y = capped_attention(q, k, v, self.softcap, self.scale, drop, mask)
         if self.gate_proj is not None:  # (B, H, T, 1) headwise or (B, H, T, Dh) elementwise
             gate = torch.sigmoid(self.gate_proj(x).view(B, T, self.n_head, -1).transpose(1, 2))
             if self.keep_qk:

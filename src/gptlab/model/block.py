@@ -34,18 +34,24 @@ class Block(nn.Module):
             self.attn_out_norm = make_norm(cfg)
             self.ffn_out_norm = make_norm(cfg)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor] | None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """`mask`: the attention's (model/masks.py), None = causal."""
         if self.placement == "pre":  # norm on the branch: the stream is a clean identity path
-            x = x + self.scaled(self.attn(self.attn_norm(x), rope))
+            x = x + self.scaled(self.attn(self.attn_norm(x), rope, mask))
             x = x + self.scaled(self.ffn(self.ffn_norm(x)))
         elif self.placement == "post":  # Vaswani et al. 2017: norm on the stream itself
-            x = self.attn_norm(x + self.attn(x, rope))
+            x = self.attn_norm(x + self.attn(x, rope, mask))
             x = self.ffn_norm(x + self.ffn(x))
         elif self.placement == "sandwich":  # peri-norm: normalise the branch's input and output
-            x = x + self.attn_out_norm(self.attn(self.attn_norm(x), rope))
+            x = x + self.attn_out_norm(self.attn(self.attn_norm(x), rope, mask))
             x = x + self.ffn_out_norm(self.ffn(self.ffn_norm(x)))
         else:  # deepnorm: post-norm with the stream up-weighted by α
-            x = self.attn_norm(self.alpha * x + self.attn(x, rope))
+            x = self.attn_norm(self.alpha * x + self.attn(x, rope, mask))
             x = self.ffn_norm(self.alpha * x + self.ffn(x))
         return x
 

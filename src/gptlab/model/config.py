@@ -6,6 +6,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from gptlab.model.masks import check_window, layer_window
 from gptlab.model.moe_config import MoEConfig
 from gptlab.model.mup_checks import check_completep, check_mup
 
@@ -70,6 +71,8 @@ class GPTConfig:
     attn_gate: str = "none"  # none | headwise | elementwise (Qiu et al. 2025)
     attn_softcap: float | None = None  # c·tanh(logit/c) on attention logits (Gemma 2); null = off
     logit_softcap: float | None = None  # the same on the output logits; null = off
+    window: int | None = None  # local layers see the last `window` tokens, themselves included; null: global
+    window_pattern: str | None = None  # S/L letters, layer i local if pattern[i % len] == "S"; null: all S
     bias: bool = False
     dropout: float = 0.0
     qk_norm: bool = False  # RMSNorm per head on queries and keys, before RoPE (OLMo-2; Dehghani et al.)
@@ -143,6 +146,7 @@ class GPTConfig:
             )
         self._check_kv_heads()
         self._check_attention()
+        check_window(self.window, self.window_pattern)
         if self.pos_emb == "rope" and self.rope_fraction == 1 and self.head_dim % 2 != 0:
             raise ValueError(
                 f"model.pos_emb='rope' needs an even head dimension, got n_embd/n_head={self.head_dim}; "
@@ -277,6 +281,10 @@ class GPTConfig:
         k = 4: layers 3, 7, 11, ..., the last of every four, as Llama 4 interleaves its NoPE layers)."""
         every = self.nope_every
         return self.pos_emb == "rope" and not (every is not None and (i + 1) % every == 0)
+
+    def window_at(self, i: int) -> int | None:
+        """Layer i's sliding window (model.window where model.window_pattern says S), None: global."""
+        return layer_window(self.window, self.window_pattern, i)
 
     @property
     def kv_heads(self) -> int:

@@ -14,15 +14,20 @@ from gptlab.model.attention import rope_tables, softcap
 from gptlab.model.block import Block
 from gptlab.model.config import GPTConfig
 from gptlab.model.init import init_weights
+from gptlab.model.masks import Documents, MaskCache, same_document
 from gptlab.model.norms import make_norm
 
 
 class GPT(nn.Module):
     """Decoder-only transformer; `forward(idx)` returns logits of shape (B, T, vocab_size)."""
 
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, documents: Documents | None = None) -> None:
         super().__init__()
         self.cfg = cfg
+        # data.document_mask: attention does not cross an end-of-text id (model/masks.py); it is the
+        # data's property, kept beside the model so every caller (train, val, evaluate) masks alike
+        self.documents = documents
+        self.masks = MaskCache()  # model.window's (T, T) masks, one per window width
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.pos_emb = nn.Embedding(cfg.block_size, cfg.n_embd) if cfg.pos_emb == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
@@ -65,20 +70,32 @@ class GPT(nn.Module):
         T = idx.shape[1]
         if T > self.cfg.block_size:
             raise ValueError(f"sequence length {T} exceeds model.block_size={self.cfg.block_size}")
+        doc = self.documents
+        pos = doc.position_ids(idx) if doc is not None else None  # None: positions 0..T-1
         x = self.tok_emb(idx)
         if self.pos_emb is not None:
-            x = x + self.pos_emb(torch.arange(T, device=idx.device))
+            x = x + self.pos_emb(torch.arange(T, device=idx.device) if pos is None else pos)
         x = self.drop(x)
-        rope = (self.rope_cos, self.rope_sin) if self.cfg.pos_emb == "rope" else None
+        rope = None
+        if self.cfg.pos_emb == "rope":
+            rope = (self.rope_cos[:T], self.rope_sin[:T])
+            if pos is not None:  # each token's own angle: (B, 1, T, r), broadcast over the heads
+                rope = (self.rope_cos[pos][:, None], self.rope_sin[pos][:, None])
+        same = same_document(doc.ids(idx)) if doc is not None else None
+        masks = {
+            w: self._mask(T, w, same, idx.device)
+            for w in {self.cfg.window_at(i) for i in range(len(self.blocks))}
+        }
         for i, block in enumerate(self.blocks):
             rope_i = rope if self.cfg.rotates(i) else None  # model.nope_every: this layer is NoPE
+            mask = masks[self.cfg.window_at(i)]  # model.window_pattern: this layer's window or None
             if self.tap is not None:  # outside the checkpointed call: backward never re-runs it
                 self.tap(i, x, rope)
             if self.cfg.checkpoints(i) and torch.is_grad_enabled():
                 # keep only x; backward re-runs the block, replaying the RNG (dropout masks)
-                x = checkpoint(block, x, rope_i, use_reentrant=False)
+                x = checkpoint(block, x, rope_i, mask, use_reentrant=False)
             else:
-                x = block(x, rope_i)
+                x = block(x, rope_i, mask)
         if self.tap is not None:
             self.tap(len(self.blocks), x, rope)
         if self.final_norm is not None:
@@ -86,6 +103,17 @@ class GPT(nn.Module):
         logits = self.lm_head(x)
         logits = logits if self.logit_mult == 1.0 else logits * self.logit_mult
         return logits if self.cfg.logit_softcap is None else softcap(logits, self.cfg.logit_softcap)
+
+    def _mask(
+        self, T: int, window: int | None, same: torch.Tensor | None, device: torch.device
+    ) -> torch.Tensor | None:
+        """A layer's attention mask: None (causal, SDPA's fused path) for a global layer or a window
+        of at least T; the cached (T, T) window; and with documents, that AND the same-document
+        (B, 1, T, T) mask."""
+        local = None if window is None or window >= T else self.masks.get(T, window, device)
+        if same is None:
+            return local
+        return same & (local if local is not None else self.masks.get(T, T, device))
 
     def num_params(self, exclude_embedding: bool = False) -> int:
         """Unique parameters (a tied matrix once). `exclude_embedding` drops the lookup tables
@@ -99,8 +127,12 @@ class GPT(nn.Module):
         return n
 
     def flops_per_token(self, seq_len: int | None = None) -> int:
-        """Training FLOPs per token, 6·N + 12·L·T·d (PaLM appendix B; nanoGPT's estimate_mfu); under
-        ffn=moe N counts the active path only (top_k of the experts)."""
+        """Training FLOPs per token, 6·N + 12·d·Σ_layers keys (PaLM appendix B; nanoGPT's
+        estimate_mfu): N the active parameters (under ffn=moe top_k of the experts); a global layer
+        counts T keys a query (the full square, as PaLM and the dense kernel do), a local layer
+        min(window, T) (the band a window kernel computes). Document masks are not counted: their
+        sparsity depends on the data."""
         T = seq_len or self.cfg.block_size
         active = self.num_params(exclude_embedding=True) - moe.inactive_params(self)
-        return 6 * active + 12 * self.cfg.n_layer * T * self.cfg.n_embd
+        keys = sum(T if w is None else min(w, T) for w in map(self.cfg.window_at, range(self.cfg.n_layer)))
+        return 6 * active + 12 * keys * self.cfg.n_embd

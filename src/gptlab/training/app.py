@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gptlab.config import TrainConfig
 from gptlab.data.datamodule import TokenDataModule
+from gptlab.data.documents import check_documents, document_spec
 from gptlab.data.spec import tokenizer_spec
 from gptlab.errors import USER_ERRORS, exit_with, one_line
 from gptlab.model import GPTConfig
@@ -89,10 +90,13 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
     compile_model = resolve_compile(cfg.compile, accelerator)
     enable_tf32(accelerator)
     tasks = task_callbacks(cfg)  # names checked, task files read: a bad one fails before the data is prepared
+    check_documents(cfg.data)  # before the data is prepared
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     datamodule = TokenDataModule(cfg.data, block_size=cfg.model.block_size, seed=cfg.seed)
     datamodule.prepare()  # before starting ranks: they find the token file cached
     model_cfg = model_config(cfg, datamodule.vocab_size, datamodule.tokenizer)
+    tok = datamodule.tokenizer
+    documents = document_spec(cfg.data, getattr(tok, "eos_id", None), getattr(tok, "name", "the tokenizer"))
 
     workers = None
     if devices > 1 and not externally_launched():
@@ -110,6 +114,7 @@ def train(cfg: TrainConfig, raw: DictConfig, run_dir: Path) -> dict[str, Any]:
             compile=compile_model,
             fsdp=dataclasses.asdict(cfg.trainer.fsdp) if cfg.trainer.strategy == "fsdp" else None,
             tokenizer=tokenizer_spec(datamodule.tokenizer),
+            documents=documents,
         )
         if model_cfg.init_from:
             from gptlab.export import init_from_hf

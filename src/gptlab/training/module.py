@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from gptlab.config import OptimConfig
 from gptlab.model import GPT, GPTConfig, moe
+from gptlab.model.masks import Documents
 from gptlab.training.callbacks.nonfinite import NonFiniteGuard, drop_update, global_norm
 from gptlab.training.callbacks.throughput import tokens_per_step
 from gptlab.training.checkpoint_io import check_resumable, check_same_optimizer
@@ -30,12 +31,14 @@ class GPTLightningModule(L.LightningModule):
         compile: bool = False,
         fsdp: dict[str, Any] | None = None,
         tokenizer: dict[str, Any] | None = None,
+        documents: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.model_cfg = GPTConfig.from_dict(dict(model))
         self.optim_cfg = OptimConfig(**optim)
-        self.model = GPT(self.model_cfg)
+        # data.document_mask (data/documents.py): the eot id and positions; None: windows see across
+        self.model = GPT(self.model_cfg, Documents(**documents) if documents else None)
         self.bytes_per_token = bytes_per_token
         self._val_sums: list[torch.Tensor] = []  # [Σ token loss, token count] per val batch
         self.last_loss: torch.Tensor | None = None  # the last training step's loss, on the device
