@@ -350,5 +350,9 @@ def build_grid(
 
 
 def grid_identity(overrides: Sequence[str]) -> list[str]:
-    """A job's overrides without the resume-only keys, sorted: what makes two jobs the same job."""
-    return sorted(o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in RESUME_KEYS)
+    """A job's overrides without the resume-only keys, sorted: what makes two jobs the same job. A
+    budget branch's trunk is named by its job number (the sweep dir may have moved since)."""
+    kept = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in RESUME_KEYS]
+    return sorted(
+        f"branch_from=.../{o.rstrip('/').rsplit('/', 1)[-1]}" if o.startswith("branch_from=") else o for o in kept
+    )
