@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlab.ablation.budgets import BudgetError, budget_plan, budget_steps
+from gptlab.ablation.budgets import BudgetError, budget_plan, budget_steps, compute_saved
 from gptlab.ablation.grid import build_grid
 from tests.conftest import QUICK_ENV, run_script
 
@@ -46,6 +46,8 @@ def test_budgets_expand_into_trunks_then_branches() -> None:
         assert {f"branch_from=/s/{k}", f"branch.at={at}", f"optim.decay_steps={d}",
                 f"trainer.max_steps={b}", "optim.schedule=wsd"} <= set(job)  # fmt: skip
         assert at + d == b
+    # compute: separate runs would train every budget whole; the sweep trains the trunks and decays
+    assert compute_saved(jobs) == (8 * (10 + 20 + 40), 8 * 32 + 8 * (2 + 4 + 8))
 
 
 def test_budgets_in_tokens_round_up_to_steps() -> None:
@@ -108,7 +110,10 @@ def test_budget_sweep_runs_trunks_then_branches_and_reports_loss_against_tokens(
     for d in branches:
         cfg = job_config(d)
         metrics = yaml.safe_load((d / "metrics.json").read_text())
-        assert metrics["status"] == "finished" and metrics["steps"] == cfg["branch"]["at"] + cfg["optim"]["decay_steps"]
+        assert (
+            metrics["status"] == "finished"
+            and metrics["steps"] == cfg["branch"]["at"] + cfg["optim"]["decay_steps"]
+        )
         assert metrics["branch"]["trunk"] == str(Path(cfg["branch_from"]).resolve())
 
     # the oracle: compute saved from the job directories' own configs, not the sweep's record
@@ -156,11 +161,25 @@ def test_budget_sweep_rerun_skips_finished_and_resumes_the_rest(budget_sweep, tm
     shutil.rmtree(sweep / "11" / "checkpoints")
     cache = budget_sweep[0].parent / "token-cache"
     proc = run_script(
-        "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={sweep}", f"data.cache_dir={cache}",
-        env=QUICK_ENV, timeout=600,
+        "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={sweep}",
+        f"data.cache_dir={cache}", env=QUICK_ENV, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = proc.stdout + proc.stderr
     assert len(re.findall(r"job \d+ finished in an earlier run of this sweep: skipped", log)) == 11
     assert re.findall(r"\[sweep\] job (\d+) started", log) == ["11"]
     assert yaml.safe_load((sweep / "11" / "metrics.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.parametrize(
+    ("arm", "schedule", "min_lr", "shape"),
+    [("cosine", "cosine", 3e-4, None), ("wsd_linear", "wsd", 0.0, "linear"),
+     ("wsd_sqrt", "wsd", 0.0, "sqrt"), ("linear_zero", "linear", 0.0, None)],
+)  # fmt: skip
+def test_schedule_compare_arms_compose(arm: str, schedule: str, min_lr: float, shape: str | None) -> None:
+    from tests.test_compose import _compose
+
+    optim = _compose("experiment=schedule_compare", f"optim/schedule={arm}").optim
+    assert (optim.schedule, optim.min_lr) == (schedule, min_lr)
+    if shape:
+        assert (optim.decay_shape, optim.decay_fraction) == (shape, 0.2)

@@ -354,5 +354,6 @@ def grid_identity(overrides: Sequence[str]) -> list[str]:
     budget branch's trunk is named by its job number (the sweep dir may have moved since)."""
     kept = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in RESUME_KEYS]
     return sorted(
-        f"branch_from=.../{o.rstrip('/').rsplit('/', 1)[-1]}" if o.startswith("branch_from=") else o for o in kept
+        f"branch_from=.../{o.rstrip('/').rsplit('/', 1)[-1]}" if o.startswith("branch_from=") else o
+        for o in kept
     )

@@ -85,7 +85,9 @@ def loss_table(cells: list[Cell], per_step: int | None) -> str:
         row = [str(steps), f"{steps * per_step:,}" if per_step else tables.EMPTY]
         for arm in cell.arms:
             best = arm.best
-            row.append(tables.fmt_interval(best.interval()) + f" ({tables.best_lr_text(arm)})" if best else "-")
+            row.append(
+                tables.fmt_interval(best.interval()) + f" ({tables.best_lr_text(arm)})" if best else "-"
+            )
         row += [f"{tables.fmt_interval(c.diff)}: {c.verdict}" for c in cell.comparisons()]
         rows.append(row)
     return tables.table(head, rows)
