@@ -877,6 +877,13 @@ MUTANTS: list[Mutant] = [
            "the eot belongs to the document before it: the next document's first prediction sees across"),
     Mutant("document_positions_not_restarting", "model/masks.py", "if self.positions != \"restart\":",
            "if True:", "data.document_positions=restart counts positions 0..T-1 across documents"),
+    # --- budgets (r6-budgets): the expansion into trunks and branches, the compute saved ---
+    Mutant("budget_branch_at_budget", "ablation/budgets.py", "at = b - d", "at = b",
+           "a budget's branch starts at the budget itself and runs d steps past it"),
+    Mutant("budget_trunk_to_first_point", "ablation/budgets.py", "last = max(at for _, at, _ in plan)",
+           "last = min(at for _, at, _ in plan)", "the trunk stops at its first branch point"),
+    Mutant("budget_saved_counts_branch_from_zero", "ablation/budgets.py", "            run += d\n",
+           "            run += at + d\n", "the compute saved counts each branch as a whole run"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -18,6 +18,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from gptlab.ablation.budgets import expand
+
 LR_KEY = "optim.lr"
 SEED_KEY = "seed"
 # Overrides the sweeper adds to a re-launched job (resume from its checkpoint, keep the sweep's wandb
@@ -45,13 +47,26 @@ class Grid:
     ladder_key: str | None = None
     rung_lrs: dict[str, list[str]] = field(default_factory=dict)
     rung_overrides: dict[str, list[str]] = field(default_factory=dict)
+    # budgets (gptlab.ablation.budgets): [budget, branch point, decay] in steps per budget, and the
+    # sweep dir the branches find their trunks in; no budgets: one job per (seed, cell, arm, LR)
+    budgets: list[list[int]] = field(default_factory=list)
+    sweep_dir: str | None = None
 
     def lrs_of(self, cell: dict[str, str]) -> list[str]:
         """The LR grid of a cell: its rung's on a ladder, else the one grid."""
         return self.rung_lrs[cell[self.ladder_key]] if self.ladder_key else self.lrs
 
     def jobs(self) -> list[list[str]]:
-        """One override list per job, in the fixed order (job number = index)."""
+        """One override list per job, in the fixed order (job number = index): with budgets, a
+        trunk per plain job, then the branches (gptlab.ablation.budgets)."""
+        plain = self.plain_jobs()
+        if not self.budgets:
+            return plain
+        plan = [(b, at, d) for b, at, d in self.budgets]
+        return expand(plain, str(self.sweep_dir), plan, len(self.fixed))
+
+    def plain_jobs(self) -> list[list[str]]:
+        """One override list per (seed, cell, arm, LR), in the fixed order."""
         keys = [SEED_KEY, *self.cells, self.arm]
         out = []
         for combo in itertools.product(self.seeds, *self.cells.values(), self.arms):
@@ -335,5 +350,10 @@ def build_grid(
 
 
 def grid_identity(overrides: Sequence[str]) -> list[str]:
-    """A job's overrides without the resume-only keys, sorted: what makes two jobs the same job."""
-    return sorted(o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in RESUME_KEYS)
+    """A job's overrides without the resume-only keys, sorted: what makes two jobs the same job. A
+    budget branch's trunk is named by its job number (the sweep dir may have moved since)."""
+    kept = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in RESUME_KEYS]
+    return sorted(
+        f"branch_from=.../{o.rstrip('/').rsplit('/', 1)[-1]}" if o.startswith("branch_from=") else o
+        for o in kept
+    )

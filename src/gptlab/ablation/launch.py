@@ -22,6 +22,7 @@ from typing import Any
 from hydra.core.utils import JobStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from gptlab.ablation.budgets import BRANCH_FROM, BUDGET_DERIVED, BudgetError, budget_plan, budget_steps
 from gptlab.ablation.grid import (
     LR_KEY,
     SEED_KEY,
@@ -106,12 +107,34 @@ def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
         ladder=ladder,
         tokens_per_step=_tokens_per_step(sweeper.config) if ladder is not None else 1,
     )
+    if spec.get("budgets"):
+        grid = with_budgets(grid, spec, sweeper.config)
     if grid.ladder_key and len(grid.cells[grid.ladder_key]) < 3:
         log.warning(
             "a ladder of %d sizes: the report compares each rung but fits no curve (it needs 3)",
             len(grid.cells[grid.ladder_key]),
         )
     return grid
+
+
+def with_budgets(grid: Grid, spec: dict[str, Any], config: DictConfig) -> Grid:
+    """The grid as trunks and branches (gptlab.ablation.budgets); GridError names the bad field."""
+    if grid.ladder_key:
+        raise GridError("hydra.sweeper.budgets and hydra.sweeper.ladder both set trainer.max_steps; use one")
+    given = [o.split("=", 1)[0] for o in grid.fixed] + list(grid.cells)
+    clash = [k for k in given if k.lstrip("+~") in BUDGET_DERIVED]
+    if clash:
+        raise GridError(
+            f"{clash[0]} is not accepted in a sweep over hydra.sweeper.budgets: the budgets set it per job "
+            "(a trunk runs optim.schedule=wsd optim.decay_steps=0, each branch its own decay)"
+        )
+    try:
+        steps = budget_steps(spec["budgets"], _tokens_per_step(config))
+        plan = budget_plan(steps, spec["decay_fraction"], int(config.optim.warmup_steps))
+    except BudgetError as err:
+        raise GridError(str(err)) from None
+    sweep_dir = str(Path(str(config.hydra.sweep.dir)).resolve())
+    return replace(grid, budgets=[list(p) for p in plan], sweep_dir=sweep_dir)
 
 
 def _ladder(conf: Any) -> Ladder | None:
@@ -146,7 +169,8 @@ def check_jobs_compose(sweeper: Any, grid: Grid) -> dict[str, Any]:
     each (cell, arm)'s composed config (seed and LR left out), for the sweep dir's record."""
     configs: dict[str, Any] = {}
     for job in grid.jobs():  # LR and seed were checked already: one job per (cell, arm) is enough
-        identity = " ".join(o for o in job if not o.startswith((f"{SEED_KEY}=", f"{LR_KEY}=")))
+        skip = (f"{SEED_KEY}=", f"{LR_KEY}=", f"{BRANCH_FROM}=")  # a branch's trunk: one per seed and LR
+        identity = " ".join(o for o in job if not o.startswith(skip))
         if identity in configs:
             continue
         try:
@@ -157,7 +181,7 @@ def check_jobs_compose(sweeper: Any, grid: Grid) -> dict[str, Any]:
         except Exception as err:  # noqa: BLE001 - any refusal is the grid's input error
             fail(f"the grid's job [{' '.join(job)}] is not accepted: {str(err).splitlines()[0]}")
         container = OmegaConf.to_container(cfg, resolve=False)
-        for key in (SEED_KEY, "ckpt_path"):
+        for key in (SEED_KEY, "ckpt_path", BRANCH_FROM):
             container.pop(key, None)  # type: ignore[union-attr]
         container.get("optim", {}).pop("lr", None)  # type: ignore[union-attr]
         configs[identity] = json.loads(json.dumps(container, default=str))  # as ablation.json holds it
@@ -201,16 +225,43 @@ def run_grid(sweeper: Any, arguments: list[str]) -> list[Any]:
     write_record(sweep_dir, grid, original, configs)
     if not left:
         return [[]]
-    # Every job left in one call, so a parallel launcher runs them side by side and submitit submits
-    # them as one array. Launchers number a call's jobs consecutively; `hydra.sweep.subdir=<k>` keeps
-    # each job in its own numbered directory when finished jobs leave gaps.
+    if not grid.budgets:
+        return [launch(sweeper, sweep_dir, left)]
+    # budgets: every trunk first (one call), then every branch whose checkpoint is there (a second)
+    n_trunks = len(grid.plain_jobs())
+    trunks = [(k, job) for k, job in left if k < n_trunks]
+    results = [launch(sweeper, sweep_dir, trunks)] if trunks else []
+    ready = []
+    for k, job in left[len(trunks) :]:
+        missing = branch_without_checkpoint(job)
+        if missing:
+            log.error("job %d not started: %s", k, missing)
+            record_failure(sweep_dir / str(k), missing)
+        else:
+            ready.append((k, job))
+    return results + ([launch(sweeper, sweep_dir, ready)] if ready else [])
+
+
+def launch(sweeper: Any, sweep_dir: Path, left: list[tuple[int, list[str]]]) -> list[Any]:
+    """Every job of `left` in one call, so a parallel launcher runs them side by side and submitit
+    submits them as one array. Launchers number a call's jobs consecutively;
+    `hydra.sweep.subdir=<k>` keeps each job in its own numbered directory when finished jobs leave gaps."""
     results = sweeper.launcher.launch([job for _, job in left], initial_job_idx=left[0][0])
     for (k, _), ret in zip(left, results, strict=True):
         if ret.status == JobStatus.FAILED:  # a crash stays local: the report lists it, the sweep goes on
             reason = one_line(ret._return_value)
             log.error("job %d failed: %s", k, reason)
             record_failure(sweep_dir / str(k), reason)  # killed outright: metrics.json still "running"
-    return [list(results)]
+    return list(results)
+
+
+def branch_without_checkpoint(job: list[str]) -> str | None:
+    """Why a branch job cannot start (its trunk saved no checkpoint at its point), or None."""
+    values = dict(o.split("=", 1) for o in job if "=" in o)
+    trunk, at = Path(values[BRANCH_FROM]), values["branch.at"]
+    if (trunk / "checkpoints" / f"branch_{at}.ckpt").is_file():
+        return None
+    return f"its trunk {trunk} has no checkpoints/branch_{at}.ckpt (the trunk failed or stopped early)"
 
 
 def jobs_left(sweep_dir: Path, jobs: list[list[str]], group: str | None) -> list[tuple[int, list[str]]]:

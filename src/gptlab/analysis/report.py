@@ -20,7 +20,7 @@ import yaml
 
 from gptlab.ablation.grid import LR_KEY, SEED_KEY
 from gptlab.ablation.sweep_dir import read_record
-from gptlab.analysis import grad_profile, ladder, ladder_report, sweep_figures, tables, task_report
+from gptlab.analysis import budgets, grad_profile, ladder, ladder_report, sweep_figures, tables, task_report
 from gptlab.analysis.arms import across_cells, arrange, check_sensitivity_mode, loss_at_init
 from gptlab.analysis.jobs import Job, read_sweep
 from gptlab.analysis.ladder_types import LadderError
@@ -180,7 +180,9 @@ def write_report(
     if record is not None and record.get("ladder_key"):
         section, refused = ladder_section(jobs, record, fig_dir, figures, sensitivity)
         lines += ["", *section]
-    if record is not None:
+    if record is not None and record.get("budgets"):  # trunks and branches: loss against tokens
+        lines += ["", *budgets.budget_section(jobs, record, fig_dir, figures, sensitivity)]
+    elif record is not None:
         section, _ = ablation_section(jobs, record, fig_dir, figures, sensitivity)
         lines += ["", *section]
         tasks = task_report.task_section(jobs, record, sensitivity)

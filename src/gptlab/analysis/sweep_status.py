@@ -135,7 +135,17 @@ def swept_keys(jobs: list[Job]) -> set[str]:
 
 
 def describe(job: Job, keys: set[str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in job.values.items() if k in keys and not k.startswith("hydra."))
+    """The job's swept overrides; a budgets sweep's trunk says `trunk`, a branch `branch of job <k>`
+    in place of its trunk's directory (gptlab.ablation.budgets)."""
+    values = job.values
+    words = [
+        f"{k}={v}" for k, v in values.items() if k in keys - {"branch_from"} and not k.startswith("hydra.")
+    ]
+    if values.get("branch_from"):
+        words.insert(0, f"branch of job {Path(values['branch_from']).name}")
+    elif values.get("optim.branch_points"):
+        words.insert(0, "trunk")
+    return " ".join(words)
 
 
 def launcher_key(job: Job) -> str:

@@ -51,6 +51,10 @@ class AblationSweeperConf:
     params: dict[str, str] = field(default_factory=dict)  # further swept keys, e.g. model.n_layer: 4,12
     report: bool = True  # write <sweep>/report.md (and a wandb summary run) when the sweep ends
     ladder: LadderConf = field(default_factory=LadderConf)  # model sizes as cells (widths: [] = none)
+    # token budgets: steps, or tokens with a K/M/G/T suffix; each (arm, LR, seed) is then a WSD trunk
+    # and a decay branch per budget (gptlab.ablation.budgets); []: one run per job, no branches
+    budgets: list[Any] = field(default_factory=list)
+    decay_fraction: float = 0.2  # a budget of B steps decays over its last round(fraction × B)
 
 
 ConfigStore.instance().store(
@@ -71,10 +75,13 @@ class AblationSweeper(Sweeper):
         params: dict[str, str],
         report: bool,
         ladder: Any = None,
+        budgets: Any = (),
+        decay_fraction: float = 0.2,
     ) -> None:
         self.spec = dict(
-            arm=arm, arms=list(arms), baseline=baseline, lr=lr, seeds=seeds, params=params, ladder=ladder
-        )
+            arm=arm, arms=list(arms), baseline=baseline, lr=lr, seeds=seeds, params=params, ladder=ladder,
+            budgets=list(budgets or ()), decay_fraction=decay_fraction,
+        )  # fmt: skip
         self.report = report
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None

@@ -1,0 +1,185 @@
+"""Sweeps over token budgets (hydra.sweeper.budgets): the expansion into trunks and branches against
+the rule written out here, its bad inputs, and `python train.py -m experiment=budget_ffn_quick` end to
+end (trunks then branches through the slots launcher, the report's loss against tokens, the compute
+saved recomputed from the job directories' own configs, a re-run that skips every job)."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gptlab.ablation.budgets import BudgetError, budget_plan, budget_steps, compute_saved
+from gptlab.ablation.grid import build_grid
+from tests.conftest import QUICK_ENV, run_script
+
+
+def plain_grid(sweep_dir: str, plan: list[tuple[int, int, int]]):
+    from dataclasses import replace
+
+    grid = build_grid("model/ffn", ["gelu", "swiglu"], None, ["0.001", "0.01"], ["1", "2"], {},
+                      [("data.batch_size", ["4"], False)])  # fmt: skip
+    return replace(grid, budgets=[list(p) for p in plan], sweep_dir=sweep_dir)
+
+
+def test_budgets_expand_into_trunks_then_branches() -> None:
+    budgets, fraction = [10, 20, 40], 0.2
+    plan = budget_plan(budget_steps(budgets, 128), fraction, warmup=2)
+    # the rule: decay d = round(0.2 × B) (at least 1), branch point B − d
+    assert plan == [(10, 8, 2), (20, 16, 4), (40, 32, 8)]
+    grid = plain_grid("/s", plan)
+    jobs = grid.jobs()
+    plain = grid.plain_jobs()
+    assert len(plain) == 8 and len(jobs) == 8 + 8 * 3
+    for k, job in enumerate(jobs[:8]):  # trunk k: the plain job k, held LR, a checkpoint at each point
+        assert set(plain[k]) <= set(job)
+        assert {"optim.schedule=wsd", "optim.decay_steps=0", "optim.branch_points=[8,16,32]",
+                "trainer.max_steps=32"} <= set(job)  # fmt: skip
+    for i, job in enumerate(jobs[8:]):
+        k, (b, at, d) = divmod(i, 3)[0], plan[i % 3]
+        own = set(plain[k])  # the trunk's model, data, optim and seed overrides, repeated
+        assert own <= set(job)
+        assert {f"branch_from=/s/{k}", f"branch.at={at}", f"optim.decay_steps={d}",
+                f"trainer.max_steps={b}", "optim.schedule=wsd"} <= set(job)  # fmt: skip
+        assert at + d == b
+    # compute: separate runs would train every budget whole; the sweep trains the trunks and decays
+    assert compute_saved(jobs) == (8 * (10 + 20 + 40), 8 * 32 + 8 * (2 + 4 + 8))
+
+
+def test_budgets_in_tokens_round_up_to_steps() -> None:
+    assert budget_steps(["1K", "2.5K", 64], 128) == [math.ceil(1000 / 128), math.ceil(2500 / 128), 64]
+
+
+@pytest.mark.parametrize(
+    ("budgets", "fraction", "words"),
+    [
+        ([20, 10], 0.2, "must increase"),
+        ([10, 10], 0.2, "twice"),
+        (["ten"], 0.2, "hydra.sweeper.budgets has 'ten'"),
+        ([10], 1.0, "hydra.sweeper.decay_fraction=1.0"),
+        ([3], 0.5, "inside the warmup"),
+    ],
+)
+def test_bad_budgets_are_refused_by_name(budgets: list, fraction: float, words: str) -> None:
+    with pytest.raises(BudgetError, match=re.escape(words)):
+        budget_plan(budget_steps(budgets, 128), fraction, warmup=2)
+
+
+def test_budgets_refuse_a_derived_key_on_the_command_line(tmp_path: Path) -> None:
+    proc = run_script(
+        "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={tmp_path / 's'}",
+        "optim.decay_steps=3",
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+    assert lines == [lines[0]] and "optim.decay_steps is not accepted in a sweep over" in lines[0]
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.fixture(scope="module")
+def budget_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("budgets") / "sweep"
+    cache = out.parent / "token-cache"
+    proc = run_script(
+        "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={out}", f"data.cache_dir={cache}",
+        env=QUICK_ENV, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc.stdout + proc.stderr
+
+
+def job_config(job_dir: Path) -> dict:
+    return yaml.safe_load((job_dir / ".hydra" / "config.yaml").read_text())
+
+
+@pytest.mark.slow
+def test_budget_sweep_runs_trunks_then_branches_and_reports_loss_against_tokens(budget_sweep) -> None:
+    sweep, log = budget_sweep
+    dirs = sorted((d for d in sweep.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))
+    assert len(dirs) == 12  # 2 arms × 1 LR × 2 seeds: 4 trunks, 2 branches each
+    trunks = [d for d in dirs if not job_config(d).get("branch_from")]
+    branches = [d for d in dirs if job_config(d).get("branch_from")]
+    assert [d.name for d in trunks] == ["0", "1", "2", "3"]
+    # the trunks ran as one launcher call before any branch started
+    started = [int(m) for m in re.findall(r"\[sweep\] job (\d+) started", log)]
+    assert started[:4] == [0, 1, 2, 3] and sorted(started[4:]) == list(range(4, 12))
+    for d in branches:
+        cfg = job_config(d)
+        metrics = yaml.safe_load((d / "metrics.json").read_text())
+        assert (
+            metrics["status"] == "finished"
+            and metrics["steps"] == cfg["branch"]["at"] + cfg["optim"]["decay_steps"]
+        )
+        assert metrics["branch"]["trunk"] == str(Path(cfg["branch_from"]).resolve())
+
+    # the oracle: compute saved from the job directories' own configs, not the sweep's record
+    per_step = {c["data"]["batch_size"] * c["model"]["block_size"] for c in map(job_config, dirs)}
+    assert len(per_step) == 1
+    separate = sum(job_config(d)["branch"]["at"] + job_config(d)["optim"]["decay_steps"] for d in branches)
+    run = sum(job_config(d)["trainer"]["max_steps"] for d in trunks)
+    run += sum(job_config(d)["optim"]["decay_steps"] for d in branches)
+    report = (sweep / "report.md").read_text()
+    found = re.search(r"Compute saved: ([\d,]+) steps \(([\d,]+) tokens\)", report)
+    assert found, report[:2000]
+    assert int(found[1].replace(",", "")) == separate - run == 24
+    assert int(found[2].replace(",", "")) == (separate - run) * per_step.pop()
+
+    # loss against tokens: a row per budget, each arm's mean at its best LR equal to the mean of
+    # that budget's branches' final val loss (one LR here: every seed's branch)
+    from tests.printed import within_half_unit
+
+    table = report.split("### Final val loss against tokens")[1].split("\n\n")[1].splitlines()[2:]
+    assert [r.split("|")[1].strip() for r in table] == ["8", "16"]
+    for row, budget in zip(table, (8, 16), strict=True):
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        for arm, cell in zip(("gelu", "swiglu"), cells[2:4], strict=True):
+            losses = [
+                yaml.safe_load((d / "metrics.json").read_text())["final_val_loss"]
+                for d in branches
+                if job_config(d)["trainer"]["max_steps"] == budget and job_config(d)["model"]["ffn"] == arm
+            ]
+            assert len(losses) == 2
+            assert within_half_unit(cell.split()[0], sum(losses) / 2)
+        assert re.search(r": (within noise|better|worse)$", cells[4])
+    assert (sweep / "figures" / "budget_ffn_quick_val_loss_vs_tokens.png").is_file()
+
+    status = run_script("scripts/status.py", str(sweep))
+    assert status.returncode == 0, status.stderr
+    assert "trunk seed=1 model/ffn=gelu" in status.stdout and "branch of job 0 " in status.stdout
+
+
+@pytest.mark.slow
+def test_budget_sweep_rerun_skips_finished_and_resumes_the_rest(budget_sweep, tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    shutil.copytree(budget_sweep[0], sweep)
+    # branch 11 was killed before its first checkpoint: the re-run starts it from its trunk, alone
+    (sweep / "11" / "metrics.json").unlink()
+    shutil.rmtree(sweep / "11" / "checkpoints")
+    cache = budget_sweep[0].parent / "token-cache"
+    proc = run_script(
+        "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={sweep}",
+        f"data.cache_dir={cache}", env=QUICK_ENV, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = proc.stdout + proc.stderr
+    assert len(re.findall(r"job \d+ finished in an earlier run of this sweep: skipped", log)) == 11
+    assert re.findall(r"\[sweep\] job (\d+) started", log) == ["11"]
+    assert yaml.safe_load((sweep / "11" / "metrics.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.parametrize(
+    ("arm", "schedule", "min_lr", "shape"),
+    [("cosine", "cosine", 3e-4, None), ("wsd_linear", "wsd", 0.0, "linear"),
+     ("wsd_sqrt", "wsd", 0.0, "sqrt"), ("linear_zero", "linear", 0.0, None)],
+)  # fmt: skip
+def test_schedule_compare_arms_compose(arm: str, schedule: str, min_lr: float, shape: str | None) -> None:
+    from tests.test_compose import _compose
+
+    optim = _compose("experiment=schedule_compare", f"optim/schedule={arm}").optim
+    assert (optim.schedule, optim.min_lr) == (schedule, min_lr)
+    if shape:
+        assert (optim.decay_shape, optim.decay_fraction) == (shape, 0.2)
