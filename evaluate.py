@@ -5,7 +5,7 @@ python evaluate.py ckpt_path=outputs/.../checkpoints/last.ckpt [data=<preset>] [
 
 ckpt_path: a Lightning .ckpt, a consolidated file or an exported HF directory. Scored by the training
 run's own validation code, so with the run's data overrides the loss is its val/loss
-(gptlab.training.evaluate says how).
+(gptlab.evaluation.evaluate says how).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from hydra.errors import HydraException
 
 from gptlab.errors import USER_ERRORS, exit_with
-from gptlab.training.evaluate import USAGE, evaluate, parse_args, report, split_argv
+from gptlab.evaluation.evaluate import USAGE, evaluate, parse_args, report, split_argv
 
 
 def main(argv: list[str]) -> int:

@@ -9,7 +9,7 @@ exit 2.
 
 import sys
 
-from gptlab.training.coord_check_cli import width_main
+from gptlab.analysis.coord_check_cli import width_main
 
 if __name__ == "__main__":
     sys.exit(width_main(sys.argv[1:], usage=__doc__ or ""))

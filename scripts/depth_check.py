@@ -1,5 +1,5 @@
 """CompleteP's coordinate check in depth: the residual stream's change after a few Adam steps against
-depth, μP (no depth rule) beside CompleteP (Dey et al. 2025; gptlab.training.coord_check.depth_check).
+depth, μP (no depth rule) beside CompleteP (Dey et al. 2025; gptlab.analysis.coord_check.depth_check).
 
 usage: python scripts/depth_check.py [--depths 2,4,8,16] [--width 64] [--steps 3] [--lr 0.01]
                                      [--seeds 2] [--out DIR]
@@ -10,7 +10,7 @@ outputs/depth_check). Bad input: one line, exit 2.
 
 import sys
 
-from gptlab.training.coord_check_cli import depth_main
+from gptlab.analysis.coord_check_cli import depth_main
 
 if __name__ == "__main__":
     sys.exit(depth_main(sys.argv[1:], usage=__doc__ or ""))

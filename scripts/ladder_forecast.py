@@ -8,7 +8,7 @@ usage: python scripts/ladder_forecast.py <sweep dir> <N (non-embedding parameter
 
 import sys
 
-from gptlab.analysis.ladder_cli import forecast_main
+from gptlab.analysis.ladder.cli import forecast_main
 
 if __name__ == "__main__":
     sys.exit(forecast_main(sys.argv[1:], doc=__doc__ or ""))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from gptlab.training.tasks.lm_eval_cli import main
+from gptlab.evaluation.lm_eval_cli import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -13,7 +13,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     """Print the table and the summary line; a directory that is no sweep: one line, exit 2."""
-    from gptlab.analysis.sweep_status import NotASweep, read_status, table
+    from gptlab.analysis.sweep.status import NotASweep, read_status, table
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0] in ("-h", "--help"):

@@ -2,8 +2,8 @@
 of the package, so its logic is importable, tested and under the import contracts. Six scripts had
 grown to 43-88 lines of argument checks, loops and figures before this test.
 
-scripts/ holds what users run; the team's one-off benchmark wrappers (they call dev.bench) are in
-dev/, beside the code they call, and stay as thin.
+scripts/ holds what users run; the team's one-off benchmarks are modules of dev/bench, run as
+`python -m dev.bench.<name>` (issue 44: one layer, no wrapper files in dev/).
 """
 
 from __future__ import annotations
@@ -17,17 +17,10 @@ MAX_LINES = 40  # counted as `wc -l` counts: newline characters
 TEAM_TOOLS_IN_SCRIPTS = {"mutation_check.py"}
 
 
-def team_wrappers() -> list[Path]:
-    """dev/*.py: the team's command lines (dev/bench_packing.py, ...), not the package's __init__."""
-    return sorted(p for p in (REPO / "dev").glob("*.py") if p.name != "__init__.py")
-
-
 def entry_points() -> list[Path]:
-    return (
-        sorted((REPO / "scripts").glob("*.py"))
-        + [REPO / n for n in ("train.py", "evaluate.py", "generate.py")]
-        + team_wrappers()
-    )
+    return sorted((REPO / "scripts").glob("*.py")) + [
+        REPO / n for n in ("train.py", "evaluate.py", "generate.py")
+    ]
 
 
 def imports_dev(path: Path) -> bool:
@@ -43,7 +36,7 @@ def imports_dev(path: Path) -> bool:
 
 def test_the_scripts_are_found() -> None:
     found = {p.name for p in entry_points()}
-    assert {"report.py", "dashboard.py", "train.py", "bench_packing.py"} <= found and len(found) >= 10
+    assert {"report.py", "dashboard.py", "train.py", "evaluate.py"} <= found and len(found) >= 10
 
 
 def test_every_entry_point_is_at_most_40_lines() -> None:
@@ -55,7 +48,7 @@ def test_every_entry_point_is_at_most_40_lines() -> None:
     assert not long, f"entry points over {MAX_LINES} lines (move their logic into src/gptlab): {long}"
 
 
-def test_scripts_hold_what_users_run_and_the_team_wrappers_are_in_dev() -> None:
+def test_scripts_hold_what_users_run_and_dev_has_one_layer() -> None:
     in_scripts = {
         p.name
         for p in (REPO / "scripts").glob("*.py")
@@ -64,5 +57,12 @@ def test_scripts_hold_what_users_run_and_the_team_wrappers_are_in_dev() -> None:
     assert not in_scripts, (
         f"scripts/ wrappers of the team's tools (dev/), move them to dev/: {sorted(in_scripts)}"
     )
-    assert all(imports_dev(p) for p in team_wrappers()), "a dev/*.py that does not call dev: not a wrapper"
+    wrappers = sorted(
+        p.name for p in (REPO / "dev").glob("*.py") if p.name != "__init__.py" and imports_dev(p)
+    )
+    assert not wrappers, f"dev/*.py wrappers beside dev/bench (run `python -m dev.bench.<name>`): {wrappers}"
+    runnable = [p for p in (REPO / "dev" / "bench").glob("*.py") if "def main(" in p.read_text()]
+    assert runnable and all('__name__ == "__main__"' in p.read_text() for p in runnable), (
+        "a dev/bench module with a main() that `python -m` cannot run"
+    )
     assert imports_dev(REPO / "scripts" / "mutation_check.py")  # the check sees a real import

@@ -37,6 +37,10 @@ def test_the_wheel_ships_no_team_tools(tmp_path: Path) -> None:
     (wheel,) = out.glob("gptlab-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "gptlab/bench/cli.py" in names and "gptlab/data/plan.py" in names, names[:20]
+    # every room of the package ships, the subpackages of analysis/ and evaluation/ included
+    rooms = ("gptlab/evaluation/scoring.py", "gptlab/analysis/ladder/fit.py", "gptlab/analysis/sweep/jobs.py",
+             "gptlab/analysis/init/stats.py", "gptlab/figures.py")  # fmt: skip
+    assert all(r in names for r in rooms), [r for r in rooms if r not in names]
     shipped_tools = [n for n in names if "mutation" in n or n.startswith("dev/") or "/dev/" in n]
     assert not shipped_tools, shipped_tools
     one_offs = (

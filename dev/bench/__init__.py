@@ -1,4 +1,4 @@
-"""One-off measurements behind docs/performance.md: packing (dev/bench_packing.py), BPE training
-(dev/bench_bpe_train.py), sweeps side by side (dev/bench_sweep.py), activation checkpointing's
-memory (dev/checkpoint_memory.py) and compiled blocks against eager (dev/check_compile.py).
-The speed benchmark users run, scripts/bench.py, stays in gptlab.bench."""
+"""The team's one-off measurements behind docs/performance.md, each run from the repository root as
+`python -m dev.bench.<name>`: packing, bpe_train, sweep (sweeps side by side), checkpoint_memory
+(activation checkpointing's memory), compile_parity (compiled blocks against eager), tasks (task
+scoring's items/s), tasks_cost (tasks in the training loop)."""

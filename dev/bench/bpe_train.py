@@ -282,7 +282,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    """Command-line options of dev/bench_bpe_train.py."""
+    """Command-line options of dev/bench/bpe_train.py."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sample-mib", type=int, default=100, help="training sample (MiB)")
     p.add_argument("--vocab-size", type=int, default=4096)

@@ -1,5 +1,5 @@
 """What model.activation_checkpointing saves and costs, measured on real tensors
-(dev/checkpoint_memory.py).
+(dev/bench/checkpoint_memory.py).
 
 One training step of the model as composed (forward, next-token cross-entropy, backward, AdamW step)
 on a random batch of data.batch_size windows, per mode, under torch's `MemTracker`: it attributes
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -121,11 +122,11 @@ def format_table(cfg: GPTConfig, batch_size: int, peaks: dict[str, dict[str, Any
 
 
 def main(argv: list[str]) -> int:
-    """dev/checkpoint_memory.py: the overrides compose the config as train.py does."""
+    """dev/bench/checkpoint_memory.py: the overrides compose the config as train.py does."""
     from gptlab.compose import compose_config
     from gptlab.errors import USER_ERRORS, exit_with
 
-    parser = argparse.ArgumentParser(prog="dev/checkpoint_memory.py", add_help=False)
+    parser = argparse.ArgumentParser(prog="dev/bench/checkpoint_memory.py", add_help=False)
     parser.add_argument("--rounds", type=int, default=0)
     opts, overrides = parser.parse_known_args(argv)
     torch.set_num_threads(1)
@@ -137,9 +138,13 @@ def main(argv: list[str]) -> int:
     except USER_ERRORS as err:
         exit_with(err)
     batch_size = cfg.data.batch_size
-    print("command: python dev/checkpoint_memory.py " + " ".join(argv))
+    print("command: python -m dev.bench.checkpoint_memory " + " ".join(argv))
     print(format_table(model_cfg, batch_size, compare(model_cfg, batch_size)))
     if opts.rounds:
         print()
         print(format_times(model_cfg, step_seconds(model_cfg, batch_size, opts.rounds)))
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

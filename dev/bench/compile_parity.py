@@ -91,7 +91,7 @@ def _row(placement: str, ffn: str) -> tuple[bool, str]:
 
 
 def main(argv: Sequence[str]) -> int:
-    """dev/check_compile.py: `placement=` and `ffn=` comma lists (default: all); prints a table,
+    """dev/bench/compile_parity.py: `placement=` and `ffn=` comma lists (default: all); prints a table,
     returns 1 if any combination fails or differs by more than TOLERANCE, 2 on a bad argument."""
     choices = {"placement": list(PLACEMENTS), "ffn": list(COMPILE_FFNS)}
     for arg in argv:
@@ -115,3 +115,7 @@ def main(argv: Sequence[str]) -> int:
             print(line)
     print(f"total {time.perf_counter() - t0:.0f} s; {failed} failed")
     return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

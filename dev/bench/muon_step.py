@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -145,3 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['host_reads_per_step']:.0f} |"
         )
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -222,7 +222,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    """Command-line options of dev/bench_packing.py."""
+    """Command-line options of dev/bench/packing.py."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes-mib", default="2048,512", help="corpus sizes, comma-separated (MiB)")
     p.add_argument("--tokenizers", default="byte,bpe")

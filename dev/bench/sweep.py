@@ -1,6 +1,6 @@
 """Sweep benchmark: one ablation grid serially and with N slots side by side, interleaved rounds.
 
-usage: python dev/bench_sweep.py [--experiment ablate_tying_quick] [--slots 2] [--rounds 2]
+usage: python -m dev.bench.sweep [--experiment ablate_tying_quick] [--slots 2] [--rounds 2]
                                  [--set trainer.max_steps=200 ...] [--work DIR] [--json PATH]
 Serial is what a user gets without the launcher's slots: one job after another, torch's default
 threads (every core). Side by side is `hydra.launcher.slots=N hydra.launcher.threads=1`. Each round
@@ -85,3 +85,7 @@ def main(argv: list[str]) -> int:
         record = {"experiment": args.experiment, "slots": args.slots, "set": args.set, "rounds": rows}
         args.json.write_text(json.dumps(record))
     return 0 if all(not row["differ"] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

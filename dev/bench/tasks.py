@@ -30,8 +30,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gptlab.compose import compose_config
 from gptlab.data.tokenizers import ByteTokenizer
+from gptlab.evaluation import Item, choice_loglikelihoods, summarize
 from gptlab.model import GPT
-from gptlab.training.tasks import Item, choice_loglikelihoods, summarize
 
 CONTEXT_WORDS = 48
 ENDING_WORDS = 24
@@ -185,7 +185,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    """Command-line options of dev/bench_tasks.py."""
+    """Command-line options of dev/bench/tasks.py."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--presets", default="pre_rmsnorm_swiglu,gpt2", help="conf/model presets, comma-separated")
     p.add_argument("--batch-sizes", default="1,8,32", help="requests per forward, comma-separated")

@@ -1,6 +1,6 @@
 """The in-loop task evaluation's cost: the default run with and without callbacks.tasks, interleaved.
 
-usage: python dev/bench_task_cost.py [--rounds 2] [--threads 1] [--task val_continuation]
+usage: python -m dev.bench.tasks_cost [--rounds 2] [--threads 1] [--task val_continuation]
                                  [--set trainer.max_steps=200 ...] [--work DIR] [--json PATH]
 Each round trains `python train.py` (its defaults plus --set) twice, in alternating order (the shared
 machine's load drifts): with `callbacks.tasks.names=[<task>]` at the configured cadence and with no
@@ -122,3 +122,7 @@ def main(argv: list[str]) -> int:
         record = {"rounds": rows, "median_cost_share": share, "median_own_share": own}
         args.json.write_text(json.dumps(record, indent=2) + "\n")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

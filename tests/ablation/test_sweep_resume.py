@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlab.analysis.jobs import read_csv_log
+from gptlab.analysis.sweep.jobs import read_csv_log
 from tests.conftest import REPO
 from tests.distributed.test_multirun import wandb_records
 from tests.waiting import SUITE_LIMIT_S, ended, wait_until

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from gptlab.analysis.arms import ArmSummary, Cell, LRPoint
-from gptlab.analysis.grad_profile import first_profile, profile_table
-from gptlab.analysis.jobs import Job
-from gptlab.analysis.tables import parse_table
+from gptlab.analysis.init.grad_profile import first_profile, profile_table
+from gptlab.analysis.sweep.arms import ArmSummary, Cell, LRPoint
+from gptlab.analysis.sweep.jobs import Job
+from gptlab.analysis.sweep.tables import parse_table
 
 
 def _job(loss: float, profile: dict[int, list[float]]) -> Job:

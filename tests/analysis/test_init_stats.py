@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlab.analysis.init_report import init_report
-from gptlab.analysis.init_stats import grad_profiles, residual_variance
+from gptlab.analysis.init.report import init_report
+from gptlab.analysis.init.stats import grad_profiles, residual_variance
 from gptlab.model import GPTConfig
 
 T = 32

@@ -3,8 +3,8 @@ does (issue 37, item 1): Lightning's CSV `step` is 0-based, so rows at steps 0..
 
 from __future__ import annotations
 
-from gptlab.analysis.jobs import Job
-from gptlab.analysis.tables import job_table, parse_table
+from gptlab.analysis.sweep.jobs import Job
+from gptlab.analysis.sweep.tables import job_table, parse_table
 
 
 def test_a_job_known_only_from_its_csv_shows_steps_done() -> None:

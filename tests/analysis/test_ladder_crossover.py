@@ -5,7 +5,7 @@ L_b = E + A·N^(−α) and an arm L_a = E + δ + 0.8·A·N^(−α), below the ba
 smaller A) and above it at large N (δ > 0), equal where δ = 0.2·A·N^(−α), i.e. at
 N* = (0.2·A / δ)^(1/α). scipy's brentq finds each root numerically too. The resamples move δ, so
 each has its own N*; the interval is on log N (a size is positive), the bootstrap's
-estimate ± t(0.975, n−1)·SE with SE the replicates' standard deviation (gptlab.analysis.powerlaw),
+estimate ± t(0.975, n−1)·SE with SE the replicates' standard deviation (gptlab.analysis.ladder.powerlaw),
 computed here with numpy and scipy.stats.
 """
 
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from gptlab.analysis.ladder import check_sizes
-from gptlab.analysis.ladder_fit import extrapolate
-from gptlab.analysis.ladder_types import LadderError, Model
+from gptlab.analysis.ladder.analyse import check_sizes
+from gptlab.analysis.ladder.fit import extrapolate
+from gptlab.analysis.ladder.records import LadderError, Model
 
 E, ALPHA, SEEDS = 1.8, 0.3, 3
 A = 10 * 1e6**ALPHA
@@ -96,8 +96,8 @@ def test_the_trend_over_the_rungs_is_the_least_squares_slope_and_says_when_the_l
 ):
     """The gap's slope on log10 N is numpy's polyfit line, its interval t·SD of the resamples'
     slopes; a trend whose largest rung's own gap interval holds 0 says so."""
-    from gptlab.analysis.ladder_fit import trend
-    from gptlab.analysis.powerlaw import Estimate
+    from gptlab.analysis.ladder.fit import trend
+    from gptlab.analysis.ladder.powerlaw import Estimate
 
     log_n = np.log10(SIZES)
     point = np.array([-0.02, -0.05, -0.09])

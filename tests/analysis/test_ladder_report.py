@@ -16,7 +16,7 @@ import yaml
 
 from gptlab.ablation.grid import Ladder, build_grid, lr_values, seed_values
 from gptlab.ablation.sweep_dir import write_record
-from gptlab.analysis.ladder_types import LadderError
+from gptlab.analysis.ladder.records import LadderError
 from gptlab.analysis.report import parse_table, write_report
 from tests.conftest import run_script
 
@@ -130,10 +130,10 @@ def test_a_gap_that_changes_sign_beyond_the_ladder_flips_with_its_crossover(tmp_
     assert cross[1] <= 2.56 * n_max <= cross[2] and cross[0] == pytest.approx(2.56 * n_max, rel=0.3)
     # the figure alone (write_report's other figures are tested with the plain report)
     from gptlab.ablation.sweep_dir import read_record
-    from gptlab.analysis.arms import arrange
-    from gptlab.analysis.jobs import read_sweep
-    from gptlab.analysis.ladder import analyse
-    from gptlab.analysis.ladder_report import ladder_figure
+    from gptlab.analysis.ladder.analyse import analyse
+    from gptlab.analysis.ladder.report import ladder_figure
+    from gptlab.analysis.sweep.arms import arrange
+    from gptlab.analysis.sweep.jobs import read_sweep
 
     record = read_record(tmp_path)
     path = ladder_figure(
@@ -187,10 +187,10 @@ def test_the_figure_promises_a_dashed_extrapolation_only_when_a_curve_is_drawn(
     import matplotlib.axes
 
     from gptlab.ablation.sweep_dir import read_record
-    from gptlab.analysis.arms import arrange
-    from gptlab.analysis.jobs import read_sweep
-    from gptlab.analysis.ladder import analyse
-    from gptlab.analysis.ladder_report import ladder_figure
+    from gptlab.analysis.ladder.analyse import analyse
+    from gptlab.analysis.ladder.report import ladder_figure
+    from gptlab.analysis.sweep.arms import arrange
+    from gptlab.analysis.sweep.jobs import read_sweep
 
     titles: list[str] = []
     set_title = matplotlib.axes.Axes.set_title
@@ -262,8 +262,8 @@ def test_model_size_is_the_models_own_count(tmp_path: Path, shape: dict) -> None
     head), i.e. the blocks and the final norm alone."""
     import torch
 
-    from gptlab.analysis.jobs import Job
-    from gptlab.analysis.ladder import model_size
+    from gptlab.analysis.ladder.analyse import model_size
+    from gptlab.analysis.sweep.jobs import Job
     from gptlab.model import GPT, GPTConfig
 
     values = {"n_embd": 48, "n_layer": 2, "n_head": 2, "block_size": 32, "vocab_size": 256, **shape}

@@ -22,9 +22,9 @@ import pytest
 import yaml
 from scipy.optimize import curve_fit
 
-from gptlab.analysis.ladder_cli import analysed, ladder_record
-from gptlab.analysis.ladder_fit import ladder_verdict
-from gptlab.analysis.powerlaw import Estimate
+from gptlab.analysis.ladder.cli import analysed, ladder_record
+from gptlab.analysis.ladder.fit import ladder_verdict
+from gptlab.analysis.ladder.powerlaw import Estimate
 from tests.analysis.test_ladder_report import WIDTHS, _law, make_sweep, n_of
 
 A = 1.0 * n_of(24) ** 0.3

@@ -1,4 +1,4 @@
-"""LR transfer across a ladder (gptlab.analysis.lr_transfer, scripts/best_lr_vs_n.py) on hand-made
+"""LR transfer across a ladder (gptlab.analysis.ladder.lr_transfer, scripts/best_lr_vs_n.py) on hand-made
 sweeps: one LR grid at every rung (lr_width_exponent 0) and each job's loss a bowl in log LR around an
 optimum we place. The oracle is the placement: an optimum fixed in LR must read "holds" at its grid
 point, one ∝ 1/width must drift by the grid steps its values span."""
@@ -16,9 +16,10 @@ import yaml
 
 from gptlab.ablation.grid import Ladder, build_grid, lr_values, seed_values
 from gptlab.ablation.sweep_dir import write_record
-from gptlab.analysis import ladder, lr_transfer
-from gptlab.analysis.arms import arrange
-from gptlab.analysis.jobs import read_sweep
+from gptlab.analysis.ladder import analyse as ladder
+from gptlab.analysis.ladder import lr_transfer
+from gptlab.analysis.sweep.arms import arrange
+from gptlab.analysis.sweep.jobs import read_sweep
 from tests.conftest import run_script
 
 WIDTHS = [24, 48, 96]

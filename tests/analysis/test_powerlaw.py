@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from gptlab.analysis import powerlaw as pl
+from gptlab.analysis.ladder import powerlaw as pl
 
 N = np.array([7e3, 5.5e4, 1.87e5, 4.4e5])  # the sizes of ladder_ffn's rungs, roughly
 

@@ -17,7 +17,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from gptlab.analysis.report import write_report
-from gptlab.analysis.tables import parse_table
+from gptlab.analysis.sweep.tables import parse_table
 from tests.analysis.test_sweep_report import _two_depth_sweep
 from tests.conftest import run_script
 from tests.printed import Printed

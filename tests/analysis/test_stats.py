@@ -8,8 +8,6 @@ import statistics
 
 import pytest
 
-from gptlab.analysis.arms import ArmSummary, LRPoint, compare
-from gptlab.analysis.jobs import Job
 from gptlab.analysis.stats import (
     lr_sensitivity,
     mean_interval,
@@ -18,6 +16,8 @@ from gptlab.analysis.stats import (
     verdict,
     welch_difference,
 )
+from gptlab.analysis.sweep.arms import ArmSummary, LRPoint, compare
+from gptlab.analysis.sweep.jobs import Job
 
 # two-sided 95% critical values of Student's t (any printed table; e.g. NIST/SEMATECH 1.3.6.7.2)
 T975 = {
@@ -128,7 +128,7 @@ def test_best_lr_skips_a_diverged_lr_and_comparison_pairs_seeds() -> None:
 
 def test_across_cells_pairs_each_arm_with_itself_in_the_reference_cell() -> None:
     """The depth check: global at n_layer=8 against global at n_layer=2, each at its own best LR."""
-    from gptlab.analysis.arms import Cell, across_cells
+    from gptlab.analysis.sweep.arms import Cell, across_cells
 
     shallow = {1e-3: {"1": 2.10, "2": 2.12, "3": 2.11}, 3e-3: {"1": 2.03, "2": 2.05, "3": 2.04}}
     deep = {1e-3: {"1": 1.98, "2": 2.02, "3": 1.99}, 3e-3: {"1": 2.20, "2": 2.31, "3": None}}

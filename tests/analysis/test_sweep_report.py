@@ -14,8 +14,8 @@ import pytest
 from scipy import stats as scipy_stats
 from wandb.proto import wandb_internal_pb2
 
-from gptlab.analysis.jobs import read_csv_log, read_sweep
-from gptlab.analysis.tables import parse_table
+from gptlab.analysis.sweep.jobs import read_csv_log, read_sweep
+from gptlab.analysis.sweep.tables import parse_table
 from tests.conftest import run_script
 from tests.distributed.test_multirun import wandb_records
 from tests.printed import Printed

@@ -18,7 +18,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from gptlab.analysis.report import write_report
-from gptlab.analysis.tables import parse_table
+from gptlab.analysis.sweep.tables import parse_table
 from tests.analysis.test_report_edges import LRS, SEEDS, tying_loss, write_sweep
 from tests.conftest import run_script
 from tests.printed import Printed

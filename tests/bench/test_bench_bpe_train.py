@@ -1,4 +1,4 @@
-"""dev/bench_bpe_train.py as docs/performance.md runs it ("BPE training"), at tiny sizes: both
+"""dev/bench/bpe_train.py as docs/performance.md runs it ("BPE training"), at tiny sizes: both
 trainers run on the same sample and reach the same vocabulary (issue 23, item 4)."""
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def test_bench_bpe_train_script_times_both_trainers(tmp_path: Path) -> None:
         str(out),
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(REPO / "dev" / "bench_bpe_train.py"), *args],
-                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "dev.bench.bpe_train", *args],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = json.loads(out.read_text())
     assert [r["trainer"] for r in rows] == ["tokenizers", "rustbpe"]
@@ -51,8 +51,8 @@ def test_bench_bpe_train_budgets_on_python_sources(tmp_path: Path) -> None:
             "--budget-mib", "1,all", "--corpus", "python-sources",
             "--work", str(tmp_path), "--json", str(out)]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(REPO / "dev" / "bench_bpe_train.py"), *args],
-                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "dev.bench.bpe_train", *args],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     budget, whole = json.loads(out.read_text())
     assert (budget["budget_mib"], whole["budget_mib"]) == (1, None)
@@ -66,9 +66,9 @@ def test_bench_bpe_train_budgets_on_python_sources(tmp_path: Path) -> None:
 def _bench(tmp_path: Path, *args: str) -> tuple[list[dict], str]:
     out = tmp_path / "rows.json"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(REPO / "dev" / "bench_bpe_train.py"), *args,
+    proc = subprocess.run([sys.executable, "-m", "dev.bench.bpe_train", *args,
                            "--work", str(tmp_path), "--json", str(out)],
-                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(out.read_text()), proc.stdout
 

@@ -1,4 +1,4 @@
-"""dev/bench_muon.py (docs/optim.md): runs at the tiny shape and prints one row per optimizer, with
+"""dev/bench/muon_step.py (docs/optim.md): runs at the tiny shape and prints one row per optimizer, with
 fewer ops and no host read for BatchedMuon."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""dev/bench_packing.py's BPE rows: both encoders side by side, each checked to have run, and the
+"""dev/bench/packing.py's BPE rows: both encoders side by side, each checked to have run, and the
 run refused when they packed different bytes (issue 23, item 2)."""
 
 from __future__ import annotations

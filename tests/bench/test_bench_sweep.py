@@ -1,4 +1,4 @@
-"""dev/bench_sweep.py (docs/performance.md, "Sweeps side by side") runs end to end on a 2-job
+"""dev/bench/sweep.py (docs/performance.md, "Sweeps side by side") runs end to end on a 2-job
 grid: serial and 2 slots in one round, the final losses compared job for job, the JSON record."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tests.conftest import run_script
 def test_bench_sweep_times_both_and_compares_losses(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = run_script(
-        "dev/bench_sweep.py", "--rounds", "1", "--no-warmup", "--work", str(tmp_path / "work"),
+        "dev/bench/sweep.py", "--rounds", "1", "--no-warmup", "--work", str(tmp_path / "work"),
         "--json", str(out),
         "--set", "hydra.sweeper.seeds=1", "--set", "optim.lr=0.01", "--set", "trainer.max_steps=4",
         timeout=600,

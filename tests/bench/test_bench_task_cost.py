@@ -1,4 +1,4 @@
-"""dev/bench_task_cost.py (docs/performance.md, "Tasks in the loop") runs end to end on a tiny run: with
+"""dev/bench/tasks_cost.py (docs/performance.md, "Tasks in the loop") runs end to end on a tiny run: with
 and without a task file in one round (train.py with callbacks.tasks.names and every_n_steps, as
 docs/evaluation.md writes them), the tasks run checked to have scored, the cost figure recomputed from
 the JSON record's own times."""
@@ -26,7 +26,7 @@ def test_bench_task_cost_times_both_runs(tmp_path: Path) -> None:
     tiny = [*sizes, "trainer.max_steps=4", "trainer.val_check_interval=2", "callbacks.tasks.every_n_steps=2"]
     sets = [a for o in tiny for a in ("--set", o)]
     proc = run_script(
-        "dev/bench_task_cost.py", "--rounds", "1", "--task", str(task), "--work", str(tmp_path / "work"),
+        "dev/bench/tasks_cost.py", "--rounds", "1", "--task", str(task), "--work", str(tmp_path / "work"),
         "--json", str(out), *sets, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

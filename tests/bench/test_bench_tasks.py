@@ -1,4 +1,4 @@
-"""dev/bench_tasks.py at tiny sizes, through its command line: both tokenizations (bytes for a
+"""dev/bench/tasks.py at tiny sizes, through its command line: both tokenizations (bytes for a
 256-id model, one token a word for a larger vocabulary), the table, and the lengths the docs state."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""dev/checkpoint_memory.py: the activation memory activation checkpointing saves, on real tensors.
+"""dev/bench/checkpoint_memory.py: the activation memory activation checkpointing saves, on real tensors.
 
 Oracle (shares nothing with the tracker): the bytes autograd saves for backward inside each block,
 counted here with `saved_tensors_hooks` on a model without checkpointing (distinct storages,
@@ -67,7 +67,7 @@ def test_memtracker_saving_matches_the_saved_tensor_bytes() -> None:
 
 
 def test_script_prints_one_row_per_mode(capsys: pytest.CaptureFixture[str]) -> None:
-    """The documented command's entry point (dev/checkpoint_memory.py → main) at a tiny size."""
+    """The documented command's entry point (dev/bench/checkpoint_memory.py → main) at a tiny size."""
     assert checkpoint_memory.main(TINY) == 0
     out = capsys.readouterr().out
     rows = dict(re.findall(r"^\| (none|full|selective) \|.*\| ([0-9.]+) \|$", out, re.M))

@@ -1,6 +1,6 @@
 """compile=true: compiled blocks match eager, and the Lightning path compiles them in configure_model.
 
-The full grid (4 placements × swiglu/gelu) takes minutes on a 2-core CPU: dev/check_compile.py
+The full grid (4 placements × swiglu/gelu) takes minutes on a 2-core CPU: dev/bench/compile_parity.py
 runs it (see docs/performance.md); here one combination.
 """
 

@@ -32,7 +32,7 @@ import pytest
 import torch
 
 from gptlab.checkpoints import load_gpt
-from gptlab.training.tasks.run import evaluate_tasks
+from gptlab.evaluation.run import evaluate_tasks
 from tests.interop.helpers import load_cli
 
 from .helpers import (

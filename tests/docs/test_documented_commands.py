@@ -104,9 +104,9 @@ COMMANDS: dict[str, str] = {
     "python train.py -m experiment=ladder_placement hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 72 jobs, 1,085 s (the depth ladder's grid: tests/ablation/test_ladder_grid.py::test_a_depth_ladder_keeps_the_width_and_varies_depth; the same sweeper and launcher end to end: tests/ablation/test_ladder_sweep.py::test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit)",
     "scripts/report.py /tmp/w24/two figures=false": "tests/analysis/test_ladder_report.py::test_bad_ladders_are_one_line_exit_2 (the same report call on a 2-size ladder made by hand)",
     # docs/performance.md, "Sweeps side by side" (issue 21): the same script at 1 round, 2 jobs
-    "python dev/bench_sweep.py --rounds 2": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
-    "python dev/bench_sweep.py --rounds 2 --set trainer.max_steps=300 --set trainer.val_check_interval=100": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
-    "python dev/bench_sweep.py --rounds 2 --set trainer.max_steps=1500 --set trainer.val_check_interval=500": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
+    "python -m dev.bench.sweep --rounds 2": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
+    "python -m dev.bench.sweep --rounds 2 --set trainer.max_steps=300 --set trainer.val_check_interval=100": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
+    "python -m dev.bench.sweep --rounds 2 --set trainer.max_steps=1500 --set trainer.val_check_interval=500": "tests/bench/test_bench_sweep.py::test_bench_sweep_times_both_and_compares_losses",
     # README, "Sweeps on one node" / "Sweeps on SLURM" (issue 21)
     "python train.py -m experiment=ablate_placement trainer.devices=2": f"{GPU} (4 DDP jobs of 2 GPUs; the GPU split is run on a probe app: tests/launcher/test_parallel_sweeps.py::test_each_running_job_gets_its_own_gpus_port_and_threads)",
     "python train.py -m experiment=ablate_tying_quick hydra.launcher.slots=2": "tests/launcher/test_parallel_sweeps.py::test_two_slots_match_the_serial_sweep_job_for_job",
@@ -192,7 +192,7 @@ COMMANDS: dict[str, str] = {
     "python scripts/run_lm_eval.py --model gptlab --model_args ckpt_path=outputs/demo/checkpoints/last.ckpt --tasks my_task.yaml --device cpu --batch_size 16": (
         "tests/tasks/test_lm_eval_oracle.py::test_gptlab_and_lm_evals_hf_model_agree_on_a_local_task"
     ),
-    "python dev/bench_tasks.py": "tests/bench/test_bench_tasks.py::test_bench_runs_both_presets_and_prints_the_table",
+    "python -m dev.bench.tasks": "tests/bench/test_bench_tasks.py::test_bench_runs_both_presets_and_prints_the_table",
     "python evaluate.py ckpt_path=outputs/demo/checkpoints/last.ckpt task=val_continuation": (
         "tests/tasks/test_val_task.py::test_evaluate_py_scores_the_task_as_its_items_in_a_file"
     ),
@@ -205,7 +205,7 @@ COMMANDS: dict[str, str] = {
         "tests/training/test_tasks_callback.py::test_cadence_every_n_steps_and_the_final_validation_not_the_sanity_check"
     ),
     # docs/performance.md, "Tasks in the loop" (issue 38, item 7): the same script at 1 round, a tiny run
-    "OMP_NUM_THREADS=1 python dev/bench_task_cost.py --rounds 2 --threads 1": "tests/bench/test_bench_task_cost.py::test_bench_task_cost_times_both_runs",
+    "OMP_NUM_THREADS=1 python -m dev.bench.tasks_cost --rounds 2 --threads 1": "tests/bench/test_bench_task_cost.py::test_bench_task_cost_times_both_runs",
     # README, "Ablations, telemetry, reports"
     "python train.py -m experiment=ablate_placement": "test_ablate_placement_cells_and_report_baseline",
     "python train.py -m experiment=ablate_ffn": "test_ablate_ffn_through_make_sweep_and_report",
@@ -273,7 +273,7 @@ COMMANDS: dict[str, str] = {
     ),
     # docs/optim.md
     "python -m dev.bench.save_stall": "tests/bench/test_bench_save_stall.py::test_save_stall_times_both_ways",
-    "python dev/bench_muon.py": "tests/bench/test_bench_muon.py::test_bench_muon_prints_both_rows",
+    "python -m dev.bench.muon_step": "tests/bench/test_bench_muon.py::test_bench_muon_prints_both_rows",
     "python train.py optim=muon": "tests/training/test_muon.py::test_optim_muon_trains_the_default_run_shortened",
     "python train.py -m experiment=ablate_optim_quick hydra.launcher.slots=2 hydra.launcher.threads=1": (
         "tests/training/test_muon.py::test_ablate_optim_quick_runs_and_reports_both_arms"
@@ -317,29 +317,29 @@ COMMANDS: dict[str, str] = {
     "bench.warmup=2 bench.repeats=3 bench.tokenize=false": "test_bench_rows",
     "python scripts/bench.py model=gpt2 model.block_size=256 data.batch_size=1 bench.threads=1 bench.warmup=2 "
     "bench.repeats=2 bench.tokenize=false": "test_bench_gpt2_shape",
-    "python dev/checkpoint_memory.py": "tests/bench/test_checkpoint_memory.py::test_script_prints_one_row_per_mode",
-    "python dev/checkpoint_memory.py --rounds 20": "tests/bench/test_checkpoint_memory.py::test_rounds_time_every_mode_beside_the_planners_factor",
-    "python dev/check_compile.py": (
+    "python -m dev.bench.checkpoint_memory": "tests/bench/test_checkpoint_memory.py::test_script_prints_one_row_per_mode",
+    "python -m dev.bench.checkpoint_memory --rounds 20": "tests/bench/test_checkpoint_memory.py::test_rounds_time_every_mode_beside_the_planners_factor",
+    "python -m dev.bench.compile_parity": (
         "not runnable here: compiles 8 placement x FFN combinations with inductor (gcc), minutes on a cold "
         "cache; one combination through the script's own function is tests/bench/test_compile.py"
     ),
     "python scripts/bench.py model=gpt2 trainer=gpu compile=true bench.warmup=10 bench.steps=20 bench.repeats=3 "
     "bench.json=bench_gpt2_h200.json": f"{GPU} (one H200, bf16); the CPU shape is test_bench_gpt2_shape",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 2048,512 --tokenizers byte "
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.packing --sizes-mib 2048,512 --tokenizers byte "
     "--procs 1,2 --rounds 2": "test_bench_packing",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 128,32 --tokenizers bpe "
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.packing --sizes-mib 128,32 --tokenizers bpe "
     "--procs 1,2 --rounds 2": "test_bench_packing",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 512,128,32 --tokenizers bpe "
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.packing --sizes-mib 512,128,32 --tokenizers bpe "
     "--encoders tiktoken --procs 1,2 --rounds 2": "test_bench_packing",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_bpe_train.py --sample-mib 200 --vocab-size 4096 "
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.bpe_train --sample-mib 200 --vocab-size 4096 "
     "--rounds 1 --budget-mib 12,50,all --corpus python-sources": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_budgets_on_python_sources",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_bpe_train.py --sample-mib 100 --vocab-size 4096 "
+    "PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.bpe_train --sample-mib 100 --vocab-size 4096 "
     "--rounds 2": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_script_times_both_trainers",
     # docs/performance.md, "Long runs in one pre-token" (issue 37, item 3)
-    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python dev/bench_bpe_train.py --corpus long-runs --sample-mib 8 --runs 3 --run-chars 100000 --vocab-size 4096 --rounds 2 --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_long_runs_cut_and_uncut",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python dev/bench_bpe_train.py --corpus long-runs --sample-mib 8 --runs 1 --run-chars 200000 --vocab-size 4096 --rounds 1 --trainers tokenizers --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_long_runs_cut_and_uncut",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python dev/bench_bpe_train.py --sample-mib 32 --vocab-size 4096 --rounds 2 --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_ordinary_text_cut_and_uncut",
-    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python dev/bench_bpe_train.py --corpus python-sources --sample-mib 50 --vocab-size 4096 --rounds 1 --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_python_sources_cut_and_uncut",
+    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python -m dev.bench.bpe_train --corpus long-runs --sample-mib 8 --runs 3 --run-chars 100000 --vocab-size 4096 --rounds 2 --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_long_runs_cut_and_uncut",
+    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python -m dev.bench.bpe_train --corpus long-runs --sample-mib 8 --runs 1 --run-chars 200000 --vocab-size 4096 --rounds 1 --trainers tokenizers --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_long_runs_cut_and_uncut",
+    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python -m dev.bench.bpe_train --sample-mib 32 --vocab-size 4096 --rounds 2 --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_ordinary_text_cut_and_uncut",
+    "PYTHONPATH=src OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 python -m dev.bench.bpe_train --corpus python-sources --sample-mib 50 --vocab-size 4096 --rounds 1 --max-piece-chars 256,none": "tests/bench/test_bench_bpe_train.py::test_bench_bpe_train_python_sources_cut_and_uncut",
     # docs/dashboards.md and README (issue 31): run on real sweeps by their own tests
     "python scripts/dashboard.py <sweep dir>": "tests/dashboards/test_view_keys.py::test_offline_the_command_writes_the_file_and_says_how_to_upload",
     "python scripts/dashboard.py <sweep dir> entity=<you> project=gptlab": "not runnable here: saving needs the network and a wandb account (the same command offline, which writes the file and prints the upload line: tests/dashboards/test_view_keys.py::test_offline_the_command_writes_the_file_and_says_how_to_upload)",
@@ -1065,11 +1065,11 @@ def tools(work: Path, cache: Path) -> dict[str, object]:
             cwd=root,  # one of GPT-2's 12 blocks: the shape's embedding, head and block, 12x cheaper
         ),
         "packing": lambda: [
-            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 2048,512 "
+            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.packing --sizes-mib 2048,512 "
                     "--tokenizers byte --procs 1,2 --rounds 2", *pack, cwd=root),
-            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 128,32 "
+            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.packing --sizes-mib 128,32 "
                     "--tokenizers bpe --procs 1,2 --rounds 2", *pack, cwd=root),
-            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python dev/bench_packing.py --sizes-mib 512,128,32 "
+            run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.packing --sizes-mib 512,128,32 "
                     "--tokenizers bpe --encoders tiktoken --procs 1,2 --rounds 2", *pack, cwd=root),
         ],
         "unigram": lambda: run_doc("python - <<'EOF'", cwd=root / "unigram", stdin=unigram_code()),

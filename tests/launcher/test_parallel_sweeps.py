@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gptlab.ablation.grid import grid_identity
-from gptlab.analysis.tables import parse_table
+from gptlab.analysis.sweep.tables import parse_table
 from tests.conftest import QUICK_ENV, REPO, TINY, run_script
 from tests.distributed.test_multirun import wandb_records
 from tests.waiting import SUITE_LIMIT_S, ended, wait_until

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gptlab.analysis.sweep_status import read_status
+from gptlab.analysis.sweep.status import read_status
 from gptlab.launcher.progress import SweepProgress, eta_seconds
 from tests.conftest import REPO, TINY
 from tests.waiting import wait_until
@@ -228,8 +228,8 @@ def test_jobs_a_stopped_sweep_ended_are_interrupted_in_its_lines_and_in_status(t
     """Ctrl-C to a 2-slot sweep of 4: jobs 0, 1 finished, then 2, 3 were stopped by SIGTERM. Their
     metrics.json says preempted (written by the app's own `write_status`, as it does on SIGTERM) and
     the pool saw exit 143 (not ok): the lines, progress.json and status.py all say interrupted."""
-    from gptlab.analysis.jobs import read_job
-    from gptlab.analysis.sweep_status import job_state
+    from gptlab.analysis.sweep.jobs import read_job
+    from gptlab.analysis.sweep.status import job_state
     from gptlab.training.app import write_status
 
     clock, lines = Clock(), []

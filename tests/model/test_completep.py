@@ -12,9 +12,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from gptlab.analysis.coord_check import depth_check, slopes
 from gptlab.config import OptimConfig
 from gptlab.model import GPT, GPTConfig
-from gptlab.training.coord_check import depth_check, slopes
 from gptlab.training.optim import build_adamw
 from tests.model.test_mup import _train, oracle_logits
 from tests.training.rel_harness import TINY, compose_cfg

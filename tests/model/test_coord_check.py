@@ -1,4 +1,4 @@
-"""μP's coordinate check (scripts/coord_check.py, gptlab.training.coord_check): widths 32 → 256 (the
+"""μP's coordinate check (scripts/coord_check.py, gptlab.analysis.coord_check): widths 32 → 256 (the
 script's default is 64 → 1024; smaller here for time), 4 Adam steps at one LR on one batch.
 
 Bound: under μP every probe's slope of log2 RMS on log2 width is within ±0.35 (less than 2.1× over the
@@ -17,8 +17,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from gptlab.analysis.coord_check import coord_check, slopes
 from gptlab.model import GPTConfig
-from gptlab.training.coord_check import coord_check, slopes
 from tests.conftest import run_script
 from tests.model.test_mup import oracle_adamw, oracle_logits
 

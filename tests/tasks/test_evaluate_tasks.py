@@ -1,7 +1,7 @@
 """evaluate.py task=...: the printed table, the three checkpoint forms, batch sizes and cut contexts.
 
 Expected numbers come from plain torch.log_softmax over each context + continuation (bytes), not
-from gptlab.training.tasks.
+from gptlab.evaluation.
 """
 
 from __future__ import annotations

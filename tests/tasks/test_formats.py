@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gptlab.training.tasks import Item, read_task
-from gptlab.training.tasks.formats import hellaswag_preprocess
+from gptlab.evaluation import Item, read_task
+from gptlab.evaluation.formats import hellaswag_preprocess
 
 # HellaSwag's first validation row (activitynet), as the hub's jsonl stores it: label a digit string
 ROOF = {

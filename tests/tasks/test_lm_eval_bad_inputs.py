@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from lm_eval.api.registry import get_model
 
-from gptlab.training.tasks.lm_eval_model import register
-from gptlab.training.tasks.lm_eval_tasks import OUTPUT_TYPES
+from gptlab.evaluation.lm_eval_model import register
+from gptlab.evaluation.lm_eval_tasks import OUTPUT_TYPES
 from tests.interop.helpers import load_cli
 
 EVALUATE = load_cli("evaluate.py")
@@ -154,7 +154,7 @@ def test_output_types_are_lm_evals_and_the_bridge_names_what_it_accepts(
     another in one line naming the file and what --model gptlab accepts (not evaluate.py's list)."""
     from lm_eval.api.task import ALL_OUTPUT_TYPES
 
-    from gptlab.training.tasks.lm_eval_model import GptlabLM
+    from gptlab.evaluation.lm_eval_model import GptlabLM
 
     assert sorted(OUTPUT_TYPES) == sorted(ALL_OUTPUT_TYPES)
     # every request type the four output types send (multiple_choice sends loglikelihood)

@@ -32,9 +32,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from gptlab.checkpoints import load_model
 from gptlab.data.spec import tokenizer_spec
 from gptlab.data.tokenizers import BPETokenizer
-from gptlab.training.tasks.lm_eval_model import GptlabLM
-from gptlab.training.tasks.run import load_task
-from gptlab.training.tasks.scoring import choice_loglikelihoods
+from gptlab.evaluation.lm_eval_model import GptlabLM
+from gptlab.evaluation.run import load_task
+from gptlab.evaluation.scoring import choice_loglikelihoods
 from tests.interop.helpers import load_cli, perturbed_gpt
 from tests.tasks.test_transformers_oracle import CORPUS
 

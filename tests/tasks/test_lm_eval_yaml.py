@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gptlab.training.tasks import Item
-from gptlab.training.tasks.run import load_task
+from gptlab.evaluation import Item
+from gptlab.evaluation.run import load_task
 
 SHOT = {"q": "Is ice cold?", "options": ["yes", "no"], "gold": 0}
 DOCS = [

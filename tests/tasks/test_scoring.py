@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gptlab.data.tokenizers import ByteTokenizer
-from gptlab.training.tasks import Item, choice_loglikelihoods, summarize
+from gptlab.evaluation import Item, choice_loglikelihoods, summarize
 from tests.interop.helpers import perturbed_gpt
 
 CPU = torch.device("cpu")

@@ -1,6 +1,6 @@
 """Per-item log-likelihoods equal transformers' on the exported checkpoint (fp32).
 
-The oracle shares no code with gptlab.training.tasks: the exported directory is read by
+The oracle shares no code with gptlab.evaluation: the exported directory is read by
 AutoTokenizer and AutoModelForCausalLM, each request is encoded as lm-eval-harness's HF model
 encodes it (context and context+continuation separately, the continuation's tokens the tail), and
 the log-probs are transformers' logits through log_softmax. A BPE tokenizer makes the split
@@ -21,8 +21,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from gptlab.checkpoints import load_model
 from gptlab.data.spec import tokenizer_spec
 from gptlab.data.tokenizers import BPETokenizer
-from gptlab.training.tasks import read_task
-from gptlab.training.tasks.scoring import choice_loglikelihoods
+from gptlab.evaluation import read_task
+from gptlab.evaluation.scoring import choice_loglikelihoods
 from tests.interop.helpers import GPT2_SHAPE, load_cli, perturbed_gpt
 
 EXPORT = load_cli("scripts/export.py")

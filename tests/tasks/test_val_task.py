@@ -22,8 +22,8 @@ import pytest
 from gptlab.data.config import DataConfig
 from gptlab.data.datamodule import TokenDataModule
 from gptlab.data.tokenizers import BYTE_EOS, ByteTokenizer
-from gptlab.training.tasks.run import load_task
-from gptlab.training.tasks.val_task import DEFAULT, ValContinuation, build_items
+from gptlab.evaluation.run import load_task
+from gptlab.evaluation.val_task import DEFAULT, ValContinuation, build_items
 from tests.interop.helpers import load_cli
 from tests.tasks.test_evaluate_tasks import printed  # evaluate.py's table, read in-process
 
@@ -285,9 +285,9 @@ def test_at_a_short_block_the_task_is_its_items_with_the_contexts_last_tokens_as
     import torch
 
     from gptlab.checkpoints import load_model
-    from gptlab.training.tasks.formats import Item
-    from gptlab.training.tasks.run import cut_note
-    from gptlab.training.tasks.scoring import choice_loglikelihoods
+    from gptlab.evaluation.formats import Item
+    from gptlab.evaluation.run import cut_note
+    from gptlab.evaluation.scoring import choice_loglikelihoods
 
     model, tokenizer = load_model(str(byte_ckpt), "cpu")
     block = int(model.cfg.block_size)

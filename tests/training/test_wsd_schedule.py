@@ -144,8 +144,8 @@ def test_sweep_status_knows_a_branch_s_length(tmp_path: Path) -> None:
     """A branch's trainer.max_steps is set as it starts (at + d): status reads its composed config so."""
     from omegaconf import OmegaConf
 
-    from gptlab.analysis.jobs import Job
-    from gptlab.analysis.sweep_status import max_steps
+    from gptlab.analysis.sweep.jobs import Job
+    from gptlab.analysis.sweep.status import max_steps
     from gptlab.compose import compose_raw
 
     for name, overrides, length in (

@@ -1,6 +1,8 @@
-"""Reading models and runs, never training them: a config's parameter budget (`params`), statistics
-at initialization on real tokens (`init_stats`, `init_report`), a finished sweep's report (`report`) and
-the figures they and the telemetry callback draw (`figures`)."""
+"""Reading models and runs, in rooms by the question each answers (docs/architecture.md): what a sweep
+ran and how its arms compare (`sweep/`), how a ladder is fitted (`ladder/`), what a model looks like at
+initialization (`init/`), μP's coordinate check (`coord_check`), a budget sweep (`budgets`), the sweep
+report that puts them together (`report`, `sweep_summary`), and a config's parameter budget
+(`params`, whose names are re-exported here)."""
 
 from typing import Any
 

@@ -2,7 +2,7 @@
 the final val loss against tokens with a 95% t interval at every budget, the gap to the baseline and
 its verdict per budget, a figure, and the compute the branches saved against separate runs.
 
-Each budget is a cell of the ablation machinery (gptlab.analysis.arms) whose jobs are that budget's
+Each budget is a cell of the ablation machinery (gptlab.analysis.sweep.arms) whose jobs are that budget's
 decay branches (a branch of B steps is the single WSD run of B steps, docs/optim.md): the trunks hold
 their LR to the end, so their final loss is no budget's result and they are left out. Each arm is
 read at its own best LR *per budget* (the best LR may move with the budget), with arms' definitions
@@ -18,10 +18,10 @@ from typing import Any
 import yaml
 
 from gptlab.ablation.budgets import STEPS_KEY, compute_saved, is_branch
-from gptlab.analysis import tables
-from gptlab.analysis.arms import Cell, arrange
-from gptlab.analysis.jobs import Job
 from gptlab.analysis.stats import LEVEL
+from gptlab.analysis.sweep import tables
+from gptlab.analysis.sweep.arms import Cell, arrange
+from gptlab.analysis.sweep.jobs import Job
 
 NOTE = (
     "Each budget's cells are its decay branches: the branch of B steps from the trunk's step B − d, "
@@ -96,7 +96,7 @@ def loss_table(cells: list[Cell], per_step: int | None) -> str:
 def budget_figure(cells: list[Cell], per_step: int | None, experiment: str, out: Path) -> Path:
     """Final val loss against tokens (log x), one line per arm at its best LR per budget, the band
     its 95% t interval over seeds."""
-    from gptlab.analysis.figures import band_panels
+    from gptlab.figures import band_panels
 
     scale = per_step or 1
     series: dict[str, tuple[list, list, list, list, list]] = {}

@@ -5,8 +5,8 @@
 For a sweep made by the ablation sweeper (it leaves ablation.json), the report answers the
 ablation's question per cell: final val loss against LR per arm (a figure, and a table), each arm's
 best LR with the loss there and its LR sensitivity, and every arm against the baseline with a 95%
-CI and a verdict (definitions in gptlab.analysis.arms); when the jobs evaluated downstream tasks,
-the same statistics per task and metric (gptlab.analysis.task_report), and on a ladder each task's
+CI and a verdict (definitions in gptlab.analysis.sweep.arms); when the jobs evaluated downstream tasks,
+the same statistics per task and metric (gptlab.analysis.sweep.task_report), and on a ladder each task's
 bpb fitted against N. Every sweep gets the job table (status of each job, spelled out), what is
 missing, and figures.
 """
@@ -20,11 +20,16 @@ import yaml
 
 from gptlab.ablation.grid import LR_KEY, SEED_KEY
 from gptlab.ablation.sweep_dir import read_record
-from gptlab.analysis import budgets, grad_profile, ladder, ladder_report, sweep_figures, tables, task_report
-from gptlab.analysis.arms import across_cells, arrange, check_sensitivity_mode, loss_at_init
-from gptlab.analysis.jobs import Job, read_sweep
-from gptlab.analysis.ladder_types import LadderError
-from gptlab.analysis.tables import parse_table  # noqa: F401 - re-exported: tests and tools read tables
+from gptlab.analysis import budgets
+from gptlab.analysis.init import grad_profile
+from gptlab.analysis.ladder import analyse as ladder
+from gptlab.analysis.ladder import report as ladder_report
+from gptlab.analysis.ladder.records import LadderError
+from gptlab.analysis.sweep import figures as sweep_figures
+from gptlab.analysis.sweep import tables, task_report
+from gptlab.analysis.sweep.arms import across_cells, arrange, check_sensitivity_mode, loss_at_init
+from gptlab.analysis.sweep.jobs import Job, read_sweep
+from gptlab.analysis.sweep.tables import parse_table  # noqa: F401 - re-exported: tests and tools read tables
 
 SENSITIVITY_NOTE = {
     "init": "a run flagged diverged counted at the loss at init even when its final loss is finite "

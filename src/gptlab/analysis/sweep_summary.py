@@ -61,7 +61,7 @@ def report_and_log(
 ) -> Path | None:
     """Write the report (figures included) and log it to the group's summary run; `before_log`
     runs between the two (the sweep's wandb view, which reads the report, is then attached too)."""
-    from gptlab.analysis.ladder_types import LadderError
+    from gptlab.analysis.ladder.records import LadderError
     from gptlab.analysis.report import write_report
 
     try:

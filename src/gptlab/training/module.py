@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from gptlab.config import OptimConfig
+from gptlab.evaluation.validation import loss_sum_and_count, val_metrics
 from gptlab.model import GPT, GPTConfig, moe
 from gptlab.model.masks import Documents
 from gptlab.training.callbacks.nonfinite import NonFiniteGuard, drop_update, global_norm
@@ -17,7 +18,6 @@ from gptlab.training.checkpoint_io import check_resumable, check_same_optimizer
 from gptlab.training.loss import LossFn, loss_fn, token_losses
 from gptlab.training.optim import build_optimizer, lr_factor
 from gptlab.training.schedules import apply_schedule
-from gptlab.training.validation import loss_sum_and_count, val_metrics
 
 
 class GPTLightningModule(L.LightningModule):

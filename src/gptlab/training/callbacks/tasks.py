@@ -1,7 +1,7 @@
 """Downstream tasks scored inside the run: `task/<name>/acc`, `acc_norm`, `bpb` at validations.
 
 At a validation (never the sanity check) this callback scores every task of `callbacks.tasks.names`
-with gptlab.training.tasks.scoring, on the LightningModule's model in eval mode, under the run's
+with gptlab.evaluation.scoring, on the LightningModule's model in eval mode, under the run's
 precision context, and logs the three numbers through `self.log` at the validation's step (the CSV
 row of `val/loss`). It runs at the first validation at or after each multiple of `every_n_steps`
 (every validation when null) and always at the run's final one (callbacks/final_validation.py);
@@ -37,9 +37,9 @@ import torch
 import torch.distributed as dist
 
 from gptlab.config import TasksConfig
-from gptlab.training.tasks.formats import Item
-from gptlab.training.tasks.run import BUILTIN, cut_note, load_task
-from gptlab.training.tasks.scoring import TaskResult, choice_loglikelihoods, encode_items, summarize
+from gptlab.evaluation.formats import Item
+from gptlab.evaluation.run import BUILTIN, cut_note, load_task
+from gptlab.evaluation.scoring import TaskResult, choice_loglikelihoods, encode_items, summarize
 
 log = logging.getLogger(__name__)
 TOOL = "train.py (callbacks.tasks)"  # how errors about what the loop scores name it
@@ -204,7 +204,7 @@ class TaskEvaluation(L.Callback):
             model.train(was_training)
         self.last_step = step
         self.evaluations.append(step)
-        if trainer.global_rank == 0:  # dev/bench_task_cost.py reads these seconds from train.log
+        if trainer.global_rank == 0:  # dev/bench/tasks_cost.py reads these seconds from train.log
             scored = ", ".join(f"{n} acc {r['acc']:.4f} bpb {r['bpb']:.4f}" for n, r in self.results.items())
             log.info("tasks scored at step %d in %.3f s: %s", step, time.perf_counter() - start, scored)
 

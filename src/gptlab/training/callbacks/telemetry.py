@@ -270,7 +270,7 @@ class LayerTelemetry(L.Callback):
         <run>/figures (overwritten) and, under wandb, logged again so a running job shows them."""
         if not (self.history and self.run_dir):
             return
-        from gptlab.analysis.figures import depth_profile, grad_heatmap
+        from gptlab.figures import depth_profile, grad_heatmap
 
         out = self.run_dir / "figures"
         out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,235 @@
+"""The table `scripts/status.py` prints: every job of a sweep with its state, step, last val loss.
+
+Read from files only (progress.json from the launcher, each job's metrics.json, CSV log and Hydra
+config), so it works from any shell, also on a login node while the jobs run elsewhere. A job that
+says `running` is shown as running only while its sweep is alive: progress.json names the sweep's
+pid and host, and a dead pid on this host (a sweep killed with SIGKILL) or a closed sweep makes its
+unfinished jobs `interrupted`. On another host the pid cannot be checked and the job's word is taken.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gptlab.analysis.sweep.jobs import Job, read_sweep
+from gptlab.launcher.progress import PROGRESS, clock, eta_seconds
+from gptlab.wsd import run_steps
+
+STATES = ("done", "diverged", "running", "failed", "interrupted", "pending")
+
+
+class NotASweep(ValueError):
+    """The directory holds no sweep: one line naming it and what is expected."""
+
+
+@dataclass
+class Row:
+    job: str
+    state: str
+    step: int | None
+    max_steps: int | None
+    val_loss: float | None
+    what: str
+
+
+def read_progress(sweep_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((sweep_dir / PROGRESS).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def sweep_alive(progress: dict[str, Any] | None) -> bool | None:
+    """True / False when it can be told from here; None without progress.json or on another host."""
+    if progress is None:
+        return None
+    if progress.get("closed"):
+        return False
+    if progress.get("host") != socket.gethostname():
+        return None
+    return pid_alive(int(progress.get("pid", -1)))
+
+
+def max_steps(job: Job) -> int | None:
+    """The job's length from its composed config (.hydra/config.yaml): trainer.max_steps, or a
+    decay branch's branch.at + optim.decay_steps (gptlab.wsd.run_steps)."""
+    if job.path is None:
+        return None
+    try:
+        cfg = yaml.safe_load((job.path / ".hydra" / "config.yaml").read_text()) or {}
+        return run_steps(cfg)
+    except (OSError, yaml.YAMLError, AttributeError):
+        return None
+
+
+def job_state(job: Job, launcher_state: str | None, alive: bool | None) -> str:
+    """One of STATES from the job's own record, the launcher's word and whether the sweep lives.
+
+    A job stopped by SIGTERM (metrics.json `preempted`: the sweep's Ctrl-C or SIGTERM, a SLURM
+    preemption) is `interrupted`, also where an older progress.json called it failed: it resumes
+    from its checkpoint. A job with no dir yet is `running` once the launcher said it started (its
+    worker is still composing), so the counts match the sweep's own lines from the first second."""
+    if job.path is None:
+        if launcher_state == "running":
+            return "interrupted" if alive is False else "running"
+        return launcher_state if launcher_state in ("failed", "interrupted") else "pending"
+    if job.status in ("finished",):
+        return "done"
+    if job.status == "diverged":
+        return "diverged"
+    if job.status == "preempted" or launcher_state == "interrupted":  # its own word comes first
+        return "interrupted"
+    if job.status == "failed" or launcher_state == "failed":
+        return "failed"
+    # running, or no metrics.json yet (composing, or killed before writing it)
+    if alive is False:
+        return "interrupted"
+    return "running"
+
+
+def steps_done(job: Job) -> int | None:
+    """Optimizer steps the job has done: metrics.json's `steps` once it ended (the trainer's own
+    count), else one more than the CSV log's last `step` (that column is 0-based, the step a row
+    was logged at: a 12-step job's last row says 11)."""
+    steps = (job.metrics or {}).get("steps")
+    if isinstance(steps, int) and not isinstance(steps, bool):
+        return steps
+    last = job.last_step()
+    return None if last is None else last + 1
+
+
+def last_val_loss(job: Job) -> float | None:
+    series = job.log.get("val/loss") or []
+    if series:
+        return series[-1][1]
+    return job.metric("final_val_loss")
+
+
+def swept_keys(jobs: list[Job]) -> set[str]:
+    """The override keys whose values differ between jobs: what tells one job from another."""
+    seen: dict[str, set[str]] = {}
+    for job in jobs:
+        for k, v in job.values.items():
+            seen.setdefault(k, set()).add(v)
+    n = len(jobs)
+    return {k for k, vs in seen.items() if len(vs) > 1 or sum(k in j.values for j in jobs) < n}
+
+
+def describe(job: Job, keys: set[str]) -> str:
+    """The job's swept overrides; a budgets sweep's trunk says `trunk`, a branch `branch of job <k>`
+    in place of its trunk's directory (gptlab.ablation.budgets)."""
+    values = job.values
+    words = [
+        f"{k}={v}" for k, v in values.items() if k in keys - {"branch_from"} and not k.startswith("hydra.")
+    ]
+    if values.get("branch_from"):
+        words.insert(0, f"branch of job {Path(values['branch_from']).name}")
+    elif values.get("optim.branch_points"):
+        words.insert(0, "trunk")
+    return " ".join(words)
+
+
+def launcher_key(job: Job) -> str:
+    """The job's key in progress.json (its number): a job dir's name, or `(k)` for the k-th planned
+    job that has no dir yet."""
+    return job.name[1:-1] if job.path is None and job.name.startswith("(") else job.name
+
+
+def unlisted_jobs(jobs: list[Job], launched: dict[str, Any]) -> list[Job]:
+    """Jobs progress.json knows that neither a dir nor the sweep's plan lists (a sweeper whose
+    trials are decided as they go, or the first seconds before multirun.yaml is read)."""
+    known = {launcher_key(j) for j in jobs}
+    extra = [k for k in launched if k not in known]
+    return [Job(name=f"({k})", path=None, overrides=[], status="not started") for k in extra]
+
+
+def read_status(sweep_dir: str | Path, now: float | None = None) -> tuple[list[Row], str]:
+    """(one row per job, the summary line with counts, elapsed and ETA)."""
+    root = Path(sweep_dir)
+    if not root.is_dir():
+        raise NotASweep(f"{str(root)!r} is not a directory; give a sweep dir (multirun/<...>)")
+    progress = read_progress(root)
+    markers = ("ablation.json", "multirun.yaml", PROGRESS)
+    if not any((root / m).is_file() for m in markers):
+        raise NotASweep(
+            f"{str(root)!r} is not a sweep dir: it holds none of {', '.join(markers)}; "
+            "give the hydra.sweep.dir of a `train.py -m` run"
+        )
+    now = time.time() if now is None else now
+    alive = sweep_alive(progress)
+    launched = (progress or {}).get("jobs", {})
+    rows = []
+    jobs = read_sweep(root)
+    keys = swept_keys(jobs)
+    for job in jobs + unlisted_jobs(jobs, launched):
+        word = (launched.get(launcher_key(job)) or {}).get("state")
+        state = job_state(job, word, alive)
+        rows.append(
+            Row(job.name, state, steps_done(job), max_steps(job), last_val_loss(job), describe(job, keys))
+        )
+    return rows, status_line(rows, progress, alive, now)
+
+
+def status_line(rows: list[Row], progress: dict[str, Any] | None, alive: bool | None, now: float) -> str:
+    """`3 done, 2 running, ... of 12 | elapsed 0:12:30 | ETA 0:25:00` (ETA from progress.json's
+    finished jobs' times; '-' once the sweep has stopped)."""
+    count = {s: sum(r.state == s for r in rows) for s in STATES}
+    parts = [f"{count[s]} {s}" for s in STATES if count[s] or s in ("done", "running", "pending")]
+    text = ", ".join(parts) + f" of {len(rows)}"
+    if progress is None:
+        return text + " | no progress.json (started before gptlab wrote one, or by another launcher)"
+    jobs = progress.get("jobs", {}).values()
+    ends = [j["end"] for j in jobs if j.get("end")]
+    since = float(progress.get("since", now))
+    last = now if alive is not False else max(ends, default=since)
+    text += f" | elapsed {clock(last - since)}"
+    if alive is False:
+        return text + " | stopped" + ("" if progress.get("closed") else " (sweep process gone)")
+    durations = [
+        j["end"] - j["start"] for j in jobs if j.get("state") == "done" and j.get("start") and j.get("end")
+    ]
+    ages = [now - j["start"] for j in jobs if j.get("state") == "running" and j.get("start")]
+    pending = sum(j.get("state") == "pending" for j in jobs)
+    eta = eta_seconds(durations, ages, pending, int(progress.get("slots", 1)))
+    return text + f" | ETA {clock(eta)}"
+
+
+def table(rows: list[Row]) -> str:
+    """The job table as aligned text."""
+    head = ("job", "state", "step", "val loss", "overrides")
+    body = [
+        (
+            r.job,
+            r.state,
+            f"{'-' if r.step is None else r.step}/{'?' if r.max_steps is None else r.max_steps}",
+            "-" if r.val_loss is None else f"{r.val_loss:.4f}",
+            r.what,
+        )
+        for r in rows
+    ]
+    widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head) - 1)]
+    lines = []
+    for cells in [head, *body]:
+        lines.append(
+            "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=False)) + "  " + cells[-1]
+        )
+    return "\n".join(line.rstrip() for line in lines)
