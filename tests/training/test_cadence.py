@@ -31,7 +31,7 @@ class Events(L.Callback):
         self.saves: list[int] = []
         self.batches = 0
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, out: Any, batch: Any, i: int) -> None:
         self.batches += 1
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: Any) -> None:
@@ -118,7 +118,8 @@ def test_auto_scales_with_the_run(max_steps: int, accumulate: int) -> None:
     trainer = build_trainer(cfg, "cpu", 1, Path("unused"), [], [])
     assert trainer.val_check_interval == val_every * accumulate  # in training batches
 
-    from gptlab.training.cadence import task_every, val_every as resolved
+    from gptlab.training.cadence import task_every
+    from gptlab.training.cadence import val_every as resolved
 
     for n in (1, 99, 500, 600, 2000, 2001, 5000, 100_000, 600_000):
         assert resolved("auto", n) == max(100, -(-n // 20))
