@@ -1,6 +1,6 @@
 """gptlab against nanoGPT on nanoGPT's shakespeare_char config: CPU seconds of whole runs, interleaved.
 
-usage: python dev/bench_nanogpt_pair.py --nanogpt /tmp/nanogpt [--steps 600] [--rounds 3]
+usage: python dev/bench_nanogpt_pair.py --nanogpt /tmp/nanogpt [--steps 600] [--rounds 3] [--shape small]
                                         [--text PATH] [--work DIR] [--set k=v ...] [--json PATH]
 `--nanogpt` is a checkout of karpathy/nanoGPT (gptlab ships none of its code; e.g.
 `git clone https://github.com/karpathy/nanoGPT /tmp/nanogpt`). Both train on one local text
@@ -11,10 +11,12 @@ train.bin / val.bin, meta.pkl), for gptlab as `data=text` with the byte tokenize
 nanoGPT: `train.py config/train_shakespeare_char.py --device=cpu --compile=False --max_iters=N
 --lr_decay_iters=N` (its config otherwise: 6 layers, 6 heads, d 384, T 256, batch 64, dropout 0.2,
 evaluation every 250 iterations of 200 batches on each split, a checkpoint when val improves).
-gptlab: `python train.py` with the same model, batch, optimizer and schedule, its default callbacks
-and loggers (wandb offline + CSV), `trainer.val_check_interval=250` (nanoGPT's eval_interval).
-Validation differs by design: gptlab scores 128 val windows, nanoGPT 200 batches of 64 on train and
-on val. Each round runs both, in alternating order, one thread each (OMP_NUM_THREADS=1); a run's
+`--shape small` (the default) overrides the size on both sides (4 layers, 4 heads, d 128, T 64,
+batch 16: ~0.1 s a step on one thread; the config's own size is ~10 s a step there: `--shape
+shakespeare`). gptlab: `python train.py` with the same model, batch, optimizer and schedule, its
+default callbacks and loggers (wandb offline + CSV), `trainer.val_check_interval=250` (nanoGPT's
+eval_interval). Validation differs by design: gptlab scores 128 val windows, nanoGPT 200 batches on
+train and on val. Each round runs both, in alternating order, one thread each (OMP_NUM_THREADS=1); a run's
 CPU seconds are its process tree's user + system time (getrusage of the reaped children), which the
 machine's other load changes less than wall time. Prints each run and the medians' ratio
 gptlab / nanoGPT. See docs/performance.md, "Short runs".
@@ -37,7 +39,7 @@ import numpy as np
 
 from dev.bench.child import REPO
 from dev.bench.corpus import local_text
-from dev.bench.short_run import SHAKESPEARE
+from dev.bench.short_run import SHAPES, shape_overrides
 
 DATASET = "gptlab_pair_chars"
 
@@ -88,9 +90,10 @@ def commands(args: argparse.Namespace, work: Path, text: Path) -> dict[str, tupl
         sys.executable, str(nano / "train.py"), str(nano / "config" / "train_shakespeare_char.py"),
         "--device=cpu", "--compile=False", f"--max_iters={n}", f"--lr_decay_iters={n}",
         f"--dataset={DATASET}", f"--out_dir={work / 'nanogpt_out'}",
+        *(f"--{k}={v}" for k, v in SHAPES.get(args.shape, {}).items()),
     ]  # fmt: skip
     gpt_cmd = [
-        sys.executable, str(REPO / "train.py"), *SHAKESPEARE, f"data.path={text}",
+        sys.executable, str(REPO / "train.py"), *shape_overrides(args.shape), f"data.path={text}",
         f"data.cache_dir={work / 'cache'}", f"hydra.run.dir={work / 'gptlab_run'}", f"trainer.max_steps={n}",
         "trainer.val_check_interval=250", "trainer.accelerator=cpu", "trainer.enable_progress_bar=false",
         *args.set,
@@ -102,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--nanogpt", required=True, help="a karpathy/nanoGPT checkout (its train.py, config/)")
     p.add_argument("--steps", type=int, default=600)
+    p.add_argument(
+        "--shape",
+        choices=("small", "shakespeare", "tiny"),
+        default="small",
+        help="small: 4 layers, d 128, T 64, batch 16 on both sides; shakespeare: the config's own",
+    )
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--text", help="the corpus (default: ~1.1 MB of the Python stdlib's sources)")
     p.add_argument("--work", default="/tmp/gptlab_nanogpt_pair")

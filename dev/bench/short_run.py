@@ -1,6 +1,6 @@
 """Where a short run's seconds go: `python train.py` split into its phases, CPU and wall seconds.
 
-usage: python dev/bench_short_run.py [--steps 20] [--shape shakespeare|tiny] [--project 600]
+usage: python dev/bench_short_run.py [--steps 20] [--shape small|shakespeare|tiny] [--project 600]
                                      [--text PATH] [--set k=v ...] [--json PATH]
 One run of train.py's own path (hydra.main, run_job, train, the run-end view) in a fresh interpreter
 with one thread, its functions wrapped by a phase clock: every CPU second (time.process_time, the
@@ -11,7 +11,9 @@ the run-end wandb view, and the fit loop's own rest. Child processes' CPU (wandb
 more row. The steps' phase is per step; `--project N` prints what a run of N steps would cost: the
 fixed phases once, the steps N times, the validations and task evaluations scaled by the count the
 cadence gives at N. The shape `shakespeare` is nanoGPT's config/train_shakespeare_char.py (6 layers,
-6 heads, d 384, T 256, batch 64, dropout 0.2, lr 1e-3 → 1e-4, β2 0.99, warmup 100) on a local text.
+6 heads, d 384, T 256, batch 64, dropout 0.2, lr 1e-3 → 1e-4, β2 0.99, warmup 100) on a local text:
+~1 TFLOP a step, ~10 s on one CPU thread; `small` (the default) the same config at 4 layers, 4 heads,
+d 128, T 64, batch 16 (~0.1 s a step); `tiny` 2 layers, d 64, batch 8 (the tests).
 See docs/performance.md, "Short runs".
 """
 
@@ -35,7 +37,21 @@ SHAKESPEARE = [
     "data.batch_size=64", "optim.lr=1e-3", "optim.min_lr=1e-4", "optim.beta2=0.99",
     "optim.warmup_steps=100", "data=text", "data.doc_separator='\\n\\n'",
 ]  # fmt: skip
-TINY = ["model.n_layer=2", "model.n_head=2", "model.n_embd=64", "model.block_size=64", "data.batch_size=8"]
+# the same config at a size one CPU thread trains in ~0.1 s a step (the full shape takes ~10 s a step:
+# 1 TFLOP), for both sides of the pair benchmark too; and a tiny one for the tests
+SMALL = {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64, "batch_size": 16}
+TINY = {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "batch_size": 8}
+SHAPES = {"small": SMALL, "tiny": TINY}
+
+
+def shape_overrides(shape: str) -> list[str]:
+    """gptlab overrides of nanoGPT's shakespeare_char config, at `shape`'s size."""
+    if shape == "shakespeare":
+        return SHAKESPEARE
+    size = [f"{'data' if k == 'batch_size' else 'model'}.{k}={v}" for k, v in SHAPES[shape].items()]
+    return [*SHAKESPEARE, *size]
+
+
 FIXED = ("imports", "compose", "task files", "data", "model", "loggers (wandb init)", "fit start")
 END = ("figures", "sample", "metrics.json", "wandb finish", "run-end view", "exit")
 
@@ -222,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=20, help="optimizer steps of the measured run")
     p.add_argument("--project", type=int, default=600, help="project the table to this many steps")
-    p.add_argument("--shape", choices=("shakespeare", "tiny"), default="shakespeare")
+    p.add_argument("--shape", choices=("small", "shakespeare", "tiny"), default="small")
     p.add_argument("--text", help="the corpus (default: ~1.1 MB of the Python stdlib's sources)")
     p.add_argument("--work", default="/tmp/gptlab_short_run", help="run dir and token cache")
     p.add_argument("--set", action="append", default=[], help="more train.py overrides")
@@ -235,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     text = Path(args.text) if args.text else local_text(work / "corpus.txt")
     val_every = max(2, args.steps // 2)  # two validations: one mid-run, the final one
-    shape = SHAKESPEARE if args.shape == "shakespeare" else [*TINY, *SHAKESPEARE[-2:]]
+    shape = shape_overrides(args.shape)
     overrides = [
         *shape, f"data.path={text}", f"data.cache_dir={work / 'cache'}", f"hydra.run.dir={work / 'run'}",
         f"trainer.max_steps={args.steps}", f"trainer.val_check_interval={val_every}",

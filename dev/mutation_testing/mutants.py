@@ -651,6 +651,9 @@ MUTANTS: list[Mutant] = [
     Mutant("cadence_auto_tasks_fixed", "training/cadence.py",
            "return max(TASK_FLOOR, math.ceil(max_steps / TASK_PARTS))", "return 200",
            "auto tasks every 200 steps: a short run pays for task curves at every 200-step mark"),
+    Mutant("summary_curve_per_micro_batch", "training/callbacks/summary.py",
+           "if (i + 1) % max(1, trainer.accumulate_grad_batches) != 0:", "if False:",
+           "under accumulation metrics.json's train_curve holds each log step once per micro-batch"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

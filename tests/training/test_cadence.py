@@ -94,7 +94,12 @@ def test_tasks_telemetry_and_checkpoints_count_optimizer_steps(run: dict[str, An
     # telemetry: optimizer steps n with n % LOG == 0, logged at index n - 1
     assert ev.telemetry == [n - 1 for n in range(1, STEPS + 1) if n % LOG == 0]
     # train/loss on the same log steps, and on the final step (Lightning logs when it stops)
-    assert sorted(series(run["dir"], "train/loss")) == sorted({*ev.telemetry, STEPS - 1})
+    logged = series(run["dir"], "train/loss")
+    assert sorted(logged) == sorted({*ev.telemetry, STEPS - 1})
+    # metrics.json's train_curve: each log step once (not once per micro-batch), its logged loss
+    curve = run["summary"]["train_curve"]
+    assert [s for s, _ in curve] == [n for n in range(1, STEPS + 1) if n % LOG == 0]
+    assert all(loss == pytest.approx(logged[s - 1], rel=1e-6) for s, loss in curve)
     # checkpoints: every CKPT optimizer steps (ModelCheckpoint's every_n_train_steps reads
     # global_step). Lightning also "saves" at step 0, deferred to the first validation for want of
     # val/loss: that save lands at step 3; and the run's end writes last.ckpt
