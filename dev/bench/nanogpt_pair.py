@@ -2,6 +2,7 @@
 
 usage: python dev/bench_nanogpt_pair.py --nanogpt /tmp/nanogpt [--steps 600] [--rounds 3] [--shape small]
                                         [--text PATH] [--work DIR] [--set k=v ...] [--json PATH]
+                                        [--nanogpt-set=--eval_iters=8 ...]
 `--nanogpt` is a checkout of karpathy/nanoGPT (gptlab ships none of its code; e.g.
 `git clone https://github.com/karpathy/nanoGPT /tmp/nanogpt`). Both train on one local text
 (`--text`, default ~1.1 MB of the Python stdlib's sources: no network), prepared for nanoGPT as its
@@ -90,7 +91,7 @@ def commands(args: argparse.Namespace, work: Path, text: Path) -> dict[str, tupl
         sys.executable, str(nano / "train.py"), str(nano / "config" / "train_shakespeare_char.py"),
         "--device=cpu", "--compile=False", f"--max_iters={n}", f"--lr_decay_iters={n}",
         f"--dataset={DATASET}", f"--out_dir={work / 'nanogpt_out'}",
-        *(f"--{k}={v}" for k, v in SHAPES.get(args.shape, {}).items()),
+        *(f"--{k}={v}" for k, v in SHAPES.get(args.shape, {}).items()), *args.nanogpt_set,
     ]  # fmt: skip
     gpt_cmd = [
         sys.executable, str(REPO / "train.py"), *shape_overrides(args.shape), f"data.path={text}",
@@ -115,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--text", help="the corpus (default: ~1.1 MB of the Python stdlib's sources)")
     p.add_argument("--work", default="/tmp/gptlab_nanogpt_pair")
     p.add_argument("--set", action="append", default=[], help="more gptlab train.py overrides")
+    p.add_argument(
+        "--nanogpt-set", action="append", default=[], help="more nanoGPT arguments (--eval_iters=8)"
+    )
     p.add_argument("--json", help="also write every run's figures here")
     args = p.parse_args(argv)
     if not (Path(args.nanogpt) / "train.py").is_file():
