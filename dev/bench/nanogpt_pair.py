@@ -30,6 +30,7 @@ import json
 import os
 import pickle
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         order = ("nanogpt", "gptlab") if r % 2 == 0 else ("gptlab", "nanogpt")
         for name in order:
             cmd, cwd = cmds[name]
+            shutil.rmtree(work / "gptlab_run", ignore_errors=True)  # each gptlab run starts in a fresh dir
             res = timed(cmd, cwd, work / f"{name}_{r}.log")
             res["load"] = os.getloadavg()[0]
             runs[name].append(res)
