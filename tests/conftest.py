@@ -32,6 +32,16 @@ TINY = [
 ]
 
 
+def run_module(
+    module: str, *args: str, timeout: int = 300, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """`python -m <module>` from the repository root (how the dev/bench tools run), output captured."""
+    full_env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
+    full_env.pop("LOCAL_RANK", None)
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env=full_env)  # fmt: skip
+
+
 def run_script(
     script: str, *args: str, cwd: Path | None = None, timeout: int = 300, env: dict | None = None
 ) -> subprocess.CompletedProcess:

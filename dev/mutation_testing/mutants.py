@@ -644,7 +644,7 @@ MUTANTS: list[Mutant] = [
            "if trainer.sanity_checking or not self.items", "if not self.items",
            "the tasks are scored in Lightning's sanity check too (its numbers never reach a logger)"),
     Mutant("tasks_every_validation", "training/callbacks/tasks.py",
-           "return step // self.every > self.last_step // self.every", "return True",
+           "return step // every > self.last_step // every", "return True",
            "callbacks.tasks.every_n_steps ignored: the tasks are scored at every validation"),
     # --- issue 48 §6: the ladder, the pre-registered forecast, tiktoken's probes, the wandb view, status ---
     Mutant("ladder_crossover_above_largest_only", "analysis/ladder/fit.py",
@@ -887,6 +887,19 @@ MUTANTS: list[Mutant] = [
            "last = min(at for _, at, _ in plan)", "the trunk stops at its first branch point"),
     Mutant("budget_saved_counts_branch_from_zero", "ablation/budgets.py", "            run += d\n",
            "            run += at + d\n", "the compute saved counts each branch as a whole run"),
+    # ---- cadences in optimizer steps, auto scaling with the run (issues 43.9 and 48.5) ----
+    Mutant("cadence_val_in_micro_batches", "training/cadence.py",
+           "return val_every(value, max_steps) * max(1, accumulate)", "return val_every(value, max_steps)",
+           "under accumulate_grad_batches=k Lightning validates every interval micro-batches: k times early"),
+    Mutant("cadence_auto_val_fixed", "training/cadence.py",
+           "return max(VAL_FLOOR, math.ceil(max_steps / VAL_PARTS))", "return VAL_FLOOR",
+           "auto validation every 100 steps whatever the run's length (a long GPU run checkpoints often)"),
+    Mutant("cadence_auto_tasks_fixed", "training/cadence.py",
+           "return max(TASK_FLOOR, math.ceil(max_steps / TASK_PARTS))", "return 200",
+           "auto tasks every 200 steps: a short run pays for task curves at every 200-step mark"),
+    Mutant("summary_curve_per_micro_batch", "training/callbacks/summary.py",
+           "if (i + 1) % max(1, trainer.accumulate_grad_batches) != 0:", "if False:",
+           "under accumulation metrics.json's train_curve holds each log step once per micro-batch"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

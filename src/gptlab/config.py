@@ -21,6 +21,7 @@ NONFINITE_POLICIES = ("stop", "skip")
 # telemetry every 10 and every step (the number after the slash)
 BENCH_VARIANTS = ("bare", "lightning", "lightning+telemetry/10", "lightning+telemetry/1")
 SPIKE_POLICIES = ("record", "skip")
+AUTO = "auto"  # a cadence that scales with trainer.max_steps (gptlab.training.cadence)
 
 
 @dataclass
@@ -52,7 +53,9 @@ class TrainerConfig:
     strategy: str = "auto"  # auto | ddp | fsdp
     precision: str = "auto"  # auto: bf16-mixed on a GPU that has bf16, else 32-true
     max_steps: int = 500  # the default run: about 3 minutes on 2 CPU cores
-    val_check_interval: int = 100
+    # optimizer steps between validations (each writes last.ckpt, and best.ckpt when improved);
+    # auto: max(100, ceil(max_steps / 20)), 100 for the default run (gptlab.training.cadence)
+    val_check_interval: Any = "auto"
     log_every_n_steps: int = 10
     accumulate_grad_batches: int = 1
     deterministic: bool = False
@@ -67,6 +70,7 @@ class TrainerConfig:
                 f"trainer.max_steps={self.max_steps!r} is not accepted; give the number of optimizer "
                 "steps, an integer >= 1 (the LR schedule decays over it)"
             )
+        check_interval("trainer.val_check_interval", self.val_check_interval)
 
 
 @dataclass
@@ -148,6 +152,18 @@ class OptimConfig:
                 "(Newton–Schulz iterations)"
             )
         _number("optim.muon_lr_mult", self.muon_lr_mult, "> 0", strict=True)
+
+
+def check_interval(field_name: str, value: Any, allow_null: bool = False) -> None:
+    """A cadence: `auto`, an integer >= 1 (or null where `allow_null`); else one line naming the field."""
+    if value == AUTO or (allow_null and value is None):
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        null = ", or null (at every validation)" if allow_null else ""
+        raise ValueError(
+            f"{field_name}={value!r} is not accepted; give an integer >= 1 (optimizer steps), "
+            f"or auto (scales with trainer.max_steps){null}"
+        )
 
 
 def _number(field_name: str, value: Any, accepted: str, strict: bool = False) -> None:
@@ -234,8 +250,9 @@ class TasksConfig:
 
     names: list[str] = field(default_factory=lambda: ["val_continuation"])  # built-in names or .jsonl files
     # at the first validation at or after each multiple (None: every one); the final validation always.
-    # 200: the default run (500 steps) scores at 200, 400 and 500, ~3% of its step time (performance.md)
-    every_n_steps: int | None = 200
+    # auto: max(1000, ceil(max_steps / 10)): a run of <= 1,000 steps scores once, at its end
+    # (gptlab.training.cadence; docs/performance.md, "Short runs")
+    every_n_steps: Any = "auto"
     batch_size: int = 16  # requests (context + one choice) per forward
 
     def __post_init__(self) -> None:
@@ -244,12 +261,7 @@ class TasksConfig:
                 f"callbacks.tasks.names={list(self.names)!r} is not accepted; give a list of task names "
                 "(built-in names or .jsonl file paths), e.g. [val_continuation]"
             )
-        value = self.every_n_steps
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(
-                f"callbacks.tasks.every_n_steps={value!r} is not accepted; give an integer >= 1, or null "
-                "(at every validation)"
-            )
+        check_interval("callbacks.tasks.every_n_steps", self.every_n_steps, allow_null=True)
         value = self.batch_size
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"callbacks.tasks.batch_size={value!r} is not accepted; give an integer >= 1")

@@ -206,6 +206,10 @@ COMMANDS: dict[str, str] = {
     ),
     # docs/performance.md, "Tasks in the loop" (issue 38, item 7): the same script at 1 round, a tiny run
     "OMP_NUM_THREADS=1 python -m dev.bench.tasks_cost --rounds 2 --threads 1": "tests/bench/test_bench_task_cost.py::test_bench_task_cost_times_both_runs",
+    # docs/performance.md, "Short runs" (issue 48, item 5)
+    "OMP_NUM_THREADS=1 python -m dev.bench.short_run --steps 20 --project 600": "tests/bench/test_bench_short_run.py::test_breakdown_runs_and_adds_up",
+    "OMP_NUM_THREADS=1 python -m dev.bench.nanogpt_pair --nanogpt /tmp/nanogpt --steps 600 --rounds 2": "not runnable here: needs a karpathy/nanoGPT checkout, which gptlab does not ship, and ~45 min on the loaded 2-core machine (nanoGPT's data layout it writes: tests/bench/test_bench_short_run.py::test_nanogpt_layout; its one-line refusal without a checkout: tests/bench/test_bench_short_run.py::test_pair_without_a_nanogpt_checkout_is_one_line; the gptlab side's phases: tests/bench/test_bench_short_run.py::test_breakdown_runs_and_adds_up)",
+    "OMP_NUM_THREADS=1 python -m dev.bench.nanogpt_pair --nanogpt /tmp/nanogpt --steps 600 --rounds 2 --nanogpt-set=--eval_iters=8": "not runnable here: needs a karpathy/nanoGPT checkout, which gptlab does not ship, and ~45 min on the loaded 2-core machine (nanoGPT's data layout it writes: tests/bench/test_bench_short_run.py::test_nanogpt_layout; its one-line refusal without a checkout: tests/bench/test_bench_short_run.py::test_pair_without_a_nanogpt_checkout_is_one_line; the gptlab side's phases: tests/bench/test_bench_short_run.py::test_breakdown_runs_and_adds_up)",
     # README, "Ablations, telemetry, reports"
     "python train.py -m experiment=ablate_placement": "test_ablate_placement_cells_and_report_baseline",
     "python train.py -m experiment=ablate_ffn": "test_ablate_ffn_through_make_sweep_and_report",

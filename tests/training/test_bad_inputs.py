@@ -236,8 +236,14 @@ ROWS = [
     (
         "tasks_every_zero",
         ["callbacks.tasks.every_n_steps=0"],
-        r"error: callbacks\.tasks\.every_n_steps=0 is not accepted; give an integer >= 1, or null "
-        r"\(at every validation\)",
+        r"error: callbacks\.tasks\.every_n_steps=0 is not accepted; give an integer >= 1 \(optimizer "
+        r"steps\), or auto \(scales with trainer\.max_steps\), or null \(at every validation\)",
+    ),
+    (
+        "val_check_interval_zero",
+        ["trainer.val_check_interval=0"],
+        r"error: trainer\.val_check_interval=0 is not accepted; give an integer >= 1 \(optimizer steps\), "
+        r"or auto \(scales with trainer\.max_steps\)$",
     ),
     (
         "tasks_bad_file",

@@ -12,6 +12,7 @@ import lightning as L
 import torch
 
 from gptlab.config import TrainConfig
+from gptlab.training.cadence import lightning_val_check_interval
 from gptlab.training.callbacks.final_validation import FinalValidation
 from gptlab.training.callbacks.log_step import LogStepIsOptimizerStep
 from gptlab.training.callbacks.nonfinite import NonFiniteMonitor
@@ -154,7 +155,10 @@ def build_trainer(
         strategy=build_strategy(cfg.trainer, devices),
         precision=resolve_precision(cfg, accelerator),
         max_steps=cfg.trainer.max_steps,
-        val_check_interval=cfg.trainer.val_check_interval,
+        # in training batches: the optimizer-step cadence times the micro-batches of a step
+        val_check_interval=lightning_val_check_interval(
+            cfg.trainer.val_check_interval, cfg.trainer.max_steps, cfg.trainer.accumulate_grad_batches
+        ),
         check_val_every_n_epoch=None,
         limit_val_batches=1.0,  # every batch of the val loader: data.val_windows sizes validation
         log_every_n_steps=cfg.trainer.log_every_n_steps,

@@ -43,6 +43,8 @@ class RunSummary(L.Callback):
     ) -> None:
         if trainer.global_step % max(1, trainer.log_every_n_steps) != 0:
             return
+        if (i + 1) % max(1, trainer.accumulate_grad_batches) != 0:
+            return  # a step's last micro-batch: the next one's global_step is the same, its loss too
         loss = _scalar(trainer.callback_metrics.get("train/loss"))
         if loss is None:
             return

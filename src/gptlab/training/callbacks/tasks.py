@@ -4,8 +4,9 @@ At a validation (never the sanity check) this callback scores every task of `cal
 with gptlab.evaluation.scoring, on the LightningModule's model in eval mode, under the run's
 precision context, and logs the three numbers through `self.log` at the validation's step (the CSV
 row of `val/loss`). It runs at the first validation at or after each multiple of `every_n_steps`
-(every validation when null) and always at the run's final one (callbacks/final_validation.py);
-metrics.json's `tasks` holds each task's last evaluation (RunSummary reads `summary_fields`).
+optimizer steps (every validation when null; auto scales with the run: gptlab.training.cadence) and
+always at the run's final one (callbacks/final_validation.py); metrics.json's `tasks` holds each
+task's last evaluation (RunSummary reads `summary_fields`).
 
 Items are read once per run: task files when the callback is built (a bad file stops the run before
 training), built-in tasks at `setup`, from the run's own set-up datamodule. At `setup`, before step 1,
@@ -40,6 +41,7 @@ from gptlab.config import TasksConfig
 from gptlab.evaluation.formats import Item
 from gptlab.evaluation.run import BUILTIN, cut_note, load_task
 from gptlab.evaluation.scoring import TaskResult, choice_loglikelihoods, encode_items, summarize
+from gptlab.training.cadence import task_every
 
 log = logging.getLogger(__name__)
 TOOL = "train.py (callbacks.tasks)"  # how errors about what the loop scores name it
@@ -161,11 +163,12 @@ class TaskEvaluation(L.Callback):
 
     def due(self, trainer: L.Trainer) -> bool:
         """At the final validation; else at every validation (every=None) or at the first one at or
-        after each multiple of `every` steps."""
+        after each multiple of `every` optimizer steps (auto: gptlab.training.cadence.task_every)."""
         step = trainer.global_step
-        if 0 < trainer.max_steps <= step or self.every is None:
+        every = task_every(self.every, trainer.max_steps)
+        if 0 < trainer.max_steps <= step or every is None:
             return True
-        return step // self.every > self.last_step // self.every
+        return step // every > self.last_step // every
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: Any) -> None:
         if trainer.sanity_checking or not self.items or not self.due(trainer):
