@@ -2,9 +2,9 @@
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
-# torch 2.13.0, the release gptlab is tested on, on every machine: CPU-only machines get its small CPU
-# build (a local wheel here), machines with an NVIDIA driver PyPI's default (CUDA) build of the same
-# release, never an unpinned newer one. Override with `make TORCH_SPEC=... install`.
+# torch 2.13.0, the release gptlab is tested on, on every machine: here the CPU wheel on local disk,
+# elsewhere what pip's index has for that release (PyPI's Linux wheel is the CUDA build); never an
+# unpinned newer one. Override with `make TORCH_SPEC=... install`.
 TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: install train test test-fast lint format sweep bench report mutants clean gpu-wheels
