@@ -4,6 +4,7 @@ table adds up, and the pair benchmark lays a dataset out as nanoGPT reads it."""
 
 from __future__ import annotations
 
+import io
 import json
 import pickle
 import time
@@ -32,6 +33,13 @@ def test_phase_clock_charges_the_innermost_phase() -> None:
     assert clock.count == {"outer": 1, "inner": 1, "done": 1}
 
 
+class _Plain(pickle.Unpickler):
+    """nanoGPT's meta.pkl is a pickle by its format: read with no class allowed (dicts, str, int)."""
+
+    def find_class(self, module: str, name: str) -> None:
+        raise pickle.UnpicklingError(f"meta.pkl names a class {module}.{name}: only plain values expected")
+
+
 def test_nanogpt_layout(tmp_path: Path) -> None:
     """Character ids of the sorted character set, the first 90 % train (nanoGPT's prepare.py layout)."""
     text = tmp_path / "t.txt"
@@ -43,7 +51,7 @@ def test_nanogpt_layout(tmp_path: Path) -> None:
     train = np.fromfile(tmp_path / "d" / "train.bin", dtype=np.uint16)
     val = np.fromfile(tmp_path / "d" / "val.bin", dtype=np.uint16)
     assert len(train) == int(len(data) * 0.9) and len(train) + len(val) == len(data)
-    meta = pickle.loads((tmp_path / "d" / "meta.pkl").read_bytes())
+    meta = _Plain(io.BytesIO((tmp_path / "d" / "meta.pkl").read_bytes())).load()
     assert "".join(meta["itos"][int(i)] for i in [*train, *val]) == data
     assert meta["vocab_size"] == vocab and meta["stoi"]["h"] == chars.index("h")
 
