@@ -908,6 +908,8 @@ MUTANTS: list[Mutant] = [
            "out, dict(hparams[\"model\"]), state, tokenizer, dict(documents) if documents else None",
            "out, dict(hparams[\"model\"]), state, tokenizer, None",
            "an FSDP run's consolidated file forgets data.document_mask"),
+    Mutant("export_ignores_documents", "export/writer.py", "    if model.documents is not None:",
+           "    if False:", "a document-masked model is exported as one that attends across documents"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
