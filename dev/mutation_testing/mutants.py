@@ -910,6 +910,8 @@ MUTANTS: list[Mutant] = [
            "an FSDP run's consolidated file forgets data.document_mask"),
     Mutant("export_ignores_documents", "export/writer.py", "    if model.documents is not None:",
            "    if False:", "a document-masked model is exported as one that attends across documents"),
+    Mutant("planner_drops_documents", "planning/step.py", "            documents=setup.documents,\n",
+           "            documents=None,\n", "the plan leaves out data.document_mask's (B, 1, T, T) mask"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
