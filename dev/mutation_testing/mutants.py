@@ -900,6 +900,18 @@ MUTANTS: list[Mutant] = [
     Mutant("summary_curve_per_micro_batch", "training/callbacks/summary.py",
            "if (i + 1) % max(1, trainer.accumulate_grad_batches) != 0:", "if False:",
            "under accumulation metrics.json's train_curve holds each log step once per micro-batch"),
+    # --- document masks beyond training (r6-docmask): loaders, export, telemetry, planner ---
+    Mutant("loader_drops_documents", "checkpoints/load.py", "    model = GPT(cfg, documents)\n",
+           "    model = GPT(cfg)\n",
+           "evaluate.py, generate.py and lm-eval score a document-masked checkpoint unmasked"),
+    Mutant("consolidate_drops_documents", "checkpoints/distributed.py",
+           "out, dict(hparams[\"model\"]), state, tokenizer, dict(documents) if documents else None",
+           "out, dict(hparams[\"model\"]), state, tokenizer, None",
+           "an FSDP run's consolidated file forgets data.document_mask"),
+    Mutant("export_ignores_documents", "export/writer.py", "    if model.documents is not None:",
+           "    if False:", "a document-masked model is exported as one that attends across documents"),
+    Mutant("planner_drops_documents", "planning/step.py", "            documents=setup.documents,\n",
+           "            documents=None,\n", "the plan leaves out data.document_mask's (B, 1, T, T) mask"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -549,3 +549,33 @@ def test_a_bad_num_key_value_heads_is_refused_by_name_not_read_as_multi_head(
     assert export_cli().main([f"ckpt_path={out}", "out_dir=x"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and named in lines[0] and lines[0].endswith(accepted), lines
+
+
+def documented_line(tried: str) -> str:
+    """The exact stderr line of docs/bad-inputs.md's row whose `tried` cell names `tried`."""
+    rows = (REPO / "docs" / "bad-inputs.md").read_text().splitlines()
+    (row,) = [r for r in rows if r.startswith("| ") and tried in r.split(" | ")[1]]
+    return row.split(" | ")[2].strip().strip("`")
+
+
+@pytest.mark.parametrize("form", ["lightning", "consolidated"])
+def test_a_document_masked_checkpoint_is_refused_by_the_export(
+    form: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """No HF config stops attention at an end-of-text id: exporting would silently change the model."""
+    model = make_model({})
+    documents = {"eot": 255, "positions": "restart"}
+    if form == "lightning":
+        state = {f"model.{k}": v for k, v in model.state_dict().items()}
+        ckpt = {
+            "state_dict": state,
+            "hyper_parameters": {"model": model.cfg.to_dict(), "documents": documents},
+        }
+    else:
+        ckpt = {"model_config": model.cfg.to_dict(), "state_dict": model.state_dict(), "documents": documents}
+    torch.save(ckpt, tmp_path / "last.ckpt")
+    monkeypatch.chdir(tmp_path)
+    assert export_cli().main(["ckpt_path=last.ckpt", "out_dir=hf"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [documented_line("a `data.document_mask=true` run")]
+    assert not (tmp_path / "hf").exists()

@@ -20,6 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from gptlab.config import OptimConfig, TrainConfig, TrainerConfig
 from gptlab.hardware import GPU
 from gptlab.model import GPT, GPTConfig
+from gptlab.model.masks import Documents
 from gptlab.planning.plan import GIB, alternatives, fits_nowhere, fsdp_refusal, largest_micro_batch, plan
 from gptlab.planning.report import format_alternatives, format_plan
 from gptlab.planning.step import PARTS, Setup, measure, split
@@ -39,15 +40,17 @@ def oracle_step(
     accumulate: int,
     precision: str,
     make_opt: Callable[[torch.nn.Module], torch.optim.Optimizer] | None = None,
+    documents: Documents | None = None,
 ) -> dict[str, int]:
     """A plain training step on real tensors, written here in Lightning's order: the optimizer's
     state made by a first step whose gradients stay (Lightning sets them to None between the next
     step's first forward and its backward), then `accumulate` micro-batches (at most 2: the
     gradients of the first stay alive from the second on), clipping, the update; MemTracker's
     peak split by the planner's parts.
-    `make_opt`: the optimizer (default: torch's fused AdamW over every parameter)."""
+    `make_opt`: the optimizer (default: torch's fused AdamW over every parameter); `documents`: the
+    model masks documents (data.document_mask)."""
     torch.manual_seed(0)
-    model = GPT(model_cfg)
+    model = GPT(model_cfg, documents)
     if make_opt is None:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
     else:
@@ -115,6 +118,30 @@ def test_fake_step_measures_what_a_real_step_allocates(case: str) -> None:
     for part in (*PARTS, "peak"):
         assert fake.part(part) == pytest.approx(real[part], rel=0.01, abs=1024), part
     assert sum(fake.part(p) for p in PARTS) == fake.peak
+
+
+@pytest.mark.parametrize("case", ["bf16", "windowed_sssl_bf16"])
+def test_fake_step_plans_the_document_mask(case: str) -> None:
+    """data.document_mask: each forward builds a (B, 1, T, T) same-document mask (and restarted
+    positions); the plan of the windowed case with documents allocates what the real step does,
+    and more than the same step without documents."""
+    model_cfg, B, acc, precision = CASES[case]
+    record = {"eot": 0, "positions": "restart"}
+    setup = Setup(model_cfg, OPTIM, B, accumulate=acc, precision=precision, device="cpu", log_step=False)
+    fake = measure(dataclasses.replace(setup, documents=record))
+    real = oracle_step(model_cfg, B, acc, precision, documents=Documents(**record))
+    for part in (*PARTS, "peak"):
+        assert fake.part(part) == pytest.approx(real[part], rel=0.01, abs=1024), part
+    assert fake.peak > measure(setup).peak
+
+
+def test_setup_from_carries_the_document_mask() -> None:
+    from gptlab.compose import compose_config
+    from gptlab.planning.options import setup_from
+
+    assert setup_from(compose_config(["data.document_positions=continue"])).documents is None
+    cfg = compose_config(["data.document_mask=true", "data.document_positions=continue"])
+    assert setup_from(cfg).documents == {"eot": 0, "positions": "continue"}
 
 
 def test_adamw_state_is_two_fp32_moments_per_parameter() -> None:

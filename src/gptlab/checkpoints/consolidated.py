@@ -1,4 +1,5 @@
-"""The consolidated single file (from an FSDP run): {'model_config', 'state_dict', 'tokenizer'}.
+"""The consolidated single file (from an FSDP run): {'model_config', 'state_dict', 'tokenizer'}, and
+'documents' (data.document_mask's record, None without it; checkpoints/load.py's documents_of).
 
 'state_dict' holds bare GPT names, without Lightning's 'model.' prefix.
 """
@@ -36,10 +37,19 @@ def consolidated_state(
 
 
 def write_consolidated(
-    out: Path, model_config: dict[str, Any], state: dict[str, torch.Tensor], tokenizer: dict[str, Any]
+    out: Path,
+    model_config: dict[str, Any],
+    state: dict[str, torch.Tensor],
+    tokenizer: dict[str, Any],
+    documents: dict[str, Any] | None = None,
 ) -> Path:
     """Write the consolidated file atomically (a temporary name, then a rename)."""
-    result = {"model_config": model_config, "state_dict": state, "tokenizer": tokenizer}
+    result = {
+        "model_config": model_config,
+        "state_dict": state,
+        "tokenizer": tokenizer,
+        "documents": documents,
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     torch.save(result, tmp)

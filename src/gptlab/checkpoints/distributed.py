@@ -60,4 +60,8 @@ def consolidate(directory: str | os.PathLike, out: str | os.PathLike) -> Path:
                 "tok_emb.weight in the checkpoint; accepted: a checkpoint whose tied matrices agree"
             )
         state["lm_head.weight"] = state["tok_emb.weight"]
-    return write_consolidated(out, dict(ckpt["hyper_parameters"]["model"]), state, tokenizer)
+    hparams = ckpt["hyper_parameters"]
+    documents = hparams.get("documents")  # data.document_mask: the loaders mask as the run did
+    return write_consolidated(
+        out, dict(hparams["model"]), state, tokenizer, dict(documents) if documents else None
+    )

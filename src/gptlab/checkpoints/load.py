@@ -17,6 +17,7 @@ from gptlab.checkpoints.lightning import is_lightning, lightning_state
 from gptlab.checkpoints.safe_load import CheckpointError, load_checkpoint_file
 from gptlab.data.spec import tokenizer_from_spec
 from gptlab.model import GPT, GPTConfig
+from gptlab.model.masks import DOCUMENT_POSITIONS, Documents
 
 
 def model_state_from_checkpoint(
@@ -43,9 +44,33 @@ def model_state_from_checkpoint(
     )
 
 
-def _gpt(cfg: GPTConfig, state: Mapping[str, torch.Tensor]) -> GPT:
-    """GPT(cfg) holding `state` (already checked), in eval mode."""
-    model = GPT(cfg)
+def documents_of(ckpt: Mapping[str, Any], where: str = "checkpoint") -> Documents | None:
+    """data.document_mask's record ({"eot", "positions"}), which the model's forward masks with:
+    Lightning keeps it in hyper_parameters['documents'], the consolidated file beside 'model_config'.
+    A model built without it would attend across documents: a silently different loss."""
+    hparams = ckpt.get("hyper_parameters")
+    if is_lightning(ckpt):
+        spec, field = (hparams.get("documents") if isinstance(hparams, Mapping) else None), "hyper_parameters"
+    else:
+        spec, field = ckpt.get("documents"), "checkpoint"
+    if not spec:
+        return None
+    if (
+        not isinstance(spec, Mapping)
+        or set(spec) - {"eot", "positions"}
+        or not isinstance(spec.get("eot"), int)
+        or spec.get("positions", "restart") not in DOCUMENT_POSITIONS
+    ):
+        raise CheckpointError(
+            f"{where}: {field}['documents']={spec!r} is not data.document_mask's record; expected "
+            f"{{'eot': <end-of-text id>, 'positions': {' or '.join(map(repr, DOCUMENT_POSITIONS))}}} or None"
+        )
+    return Documents(**spec)
+
+
+def _gpt(cfg: GPTConfig, state: Mapping[str, torch.Tensor], documents: Documents | None = None) -> GPT:
+    """GPT(cfg) holding `state` (already checked), in eval mode, masking `documents` as it trained."""
+    model = GPT(cfg, documents)
     with torch.no_grad():
         model.load_state_dict(state, strict=True)
     return model.eval()
@@ -57,8 +82,9 @@ def load_checkpoint(path: str | Path) -> tuple[GPT, dict[str, Any]]:
     if is_hf_dir(path):
         return load_hf_dir(path)
     ckpt = load_checkpoint_file(path)
-    cfg, state, spec = model_state_from_checkpoint(ckpt, where=f"ckpt_path={str(path)!r}")
-    return _gpt(cfg, state), spec
+    where = f"ckpt_path={str(path)!r}"
+    cfg, state, spec = model_state_from_checkpoint(ckpt, where=where)
+    return _gpt(cfg, state, documents_of(ckpt, where)), spec
 
 
 def load_gpt(path: str | Path) -> GPT:

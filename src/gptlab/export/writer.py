@@ -51,6 +51,13 @@ def export_hf(model: GPT, out_dir: str | Path, tokenizer_dir: str | Path | None 
     """Write `model` as a transformers directory: config.json, model.safetensors, tokenizer."""
     cfg = model.cfg
     kind = check_exportable(cfg)
+    if model.documents is not None:  # a property of the run's data, kept on the model, not in cfg
+        raise ValueError(
+            f"data.document_mask=true (attention stops at each end-of-text id {model.documents.eot}) "
+            "cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel (no config field stops "
+            "attention at a document boundary: they see every earlier token); accepted: a checkpoint "
+            "trained with data.document_mask=false"
+        )
     arch = ARCHS[kind]
     tokenizer_json = _find_tokenizer_json(tokenizer_dir)
     ours = model.state_dict()

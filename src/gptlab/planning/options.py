@@ -10,6 +10,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gptlab.config import TrainConfig
 from gptlab.hardware import GPU, lookup
@@ -117,4 +118,14 @@ def setup_from(cfg: TrainConfig) -> Setup:
         act_rms=tele.act_rms,
         attention=tele.attention,
         task_batch=cfg.callbacks.tasks.batch_size if cfg.callbacks.tasks.names else 0,
+        documents=planned_documents(cfg),
     )
+
+
+def planned_documents(cfg: TrainConfig) -> dict[str, Any] | None:
+    """data.document_mask's record as the run builds it, checked as train.py checks it. The eot's
+    value is a placeholder (0): the mask's (B, 1, T, T) size does not depend on it, and finding the
+    real id would build the tokenizer (a BPE would train)."""
+    from gptlab.data.documents import document_spec
+
+    return document_spec(cfg.data, 0, "the planned tokenizer")

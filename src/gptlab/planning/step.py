@@ -87,6 +87,9 @@ class Setup:
     act_rms: bool = True
     attention: bool = True
     task_batch: int = 0  # callbacks.tasks.batch_size when tasks are scored (0: none)
+    # data.document_mask's record ({"eot", "positions"}, data/documents.py) or None: the model then
+    # builds a (B, 1, T, T) same-document mask each forward, and the plan counts it
+    documents: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.task_batch, bool) or not isinstance(self.task_batch, int) or self.task_batch < 0:
@@ -321,7 +324,9 @@ def measure(setup: Setup) -> Memory:
     group = fake_process_group(setup.world_size) if setup.fsdp else contextlib.nullcontext()
     with group as mesh, FakeTensorMode():
         module = GPTLightningModule(
-            model=dataclasses.asdict(setup.model), optim=dataclasses.asdict(setup.optim)
+            model=dataclasses.asdict(setup.model),
+            optim=dataclasses.asdict(setup.optim),
+            documents=setup.documents,
         )
         model = module.model
         if setup.precision == "bf16-true":
