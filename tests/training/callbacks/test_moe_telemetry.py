@@ -12,11 +12,23 @@ import lightning as L
 import pytest
 import torch
 
+from gptlab.dashboards.keys import RunShape, moe_blocks
+from gptlab.dashboards.view import Target, build_view, panel_keys
 from gptlab.model import moe
 from gptlab.training.callbacks.telemetry import LayerTelemetry
-from tests.training.rel_harness import train_here, with_callbacks
+from tests.training.rel_harness import TINY, compose_cfg, train_here, with_callbacks
 
 E, K, CF, STEPS, ACC = 32, 2, 1.0, 3, 2
+MOE = [
+    "model/ffn=moe",
+    f"model.moe.n_experts={E}",
+    f"model.moe.top_k={K}",
+    "model.moe.expert_hidden=8",
+    "model.moe.balance=bias",
+    "model.moe.bias_update_rate=0.01",
+    f"model.moe.capacity_factor={CF}",
+    "model.moe.first_dense_layers=1",
+]
 
 
 class RoutingRecorder(L.Callback):
@@ -94,14 +106,7 @@ def test_moe_telemetry_equals_a_float64_recomputation(
     train_here(
         tmp_path,
         cache,
-        "model/ffn=moe",
-        f"model.moe.n_experts={E}",
-        f"model.moe.top_k={K}",
-        "model.moe.expert_hidden=8",
-        "model.moe.balance=bias",
-        "model.moe.bias_update_rate=0.01",
-        f"model.moe.capacity_factor={CF}",
-        "model.moe.first_dense_layers=1",
+        *MOE,
         f"trainer.accumulate_grad_batches={ACC}",
         f"trainer.max_steps={STEPS}",
         f"trainer.val_check_interval={STEPS}",
@@ -121,3 +126,17 @@ def test_moe_telemetry_equals_a_float64_recomputation(
         assert want["dropped"] > 0
     assert dead > 0  # some step left an expert without a token
     assert recorder.history[-1][1]["moe/block_01/bias_max"] > 0
+
+    # the wandb view's MoE section names exactly the moe/* keys the run logged
+    from omegaconf import OmegaConf
+
+    model = OmegaConf.to_container(compose_cfg(*TINY, *MOE).model, resolve=True)
+    shape = RunShape(
+        groups=("total",), telemetry=True, act_rms=False, log_steps=True, throughput=False,
+        attention=False, grad_clip=False, z_loss=False, moe_blocks=moe_blocks(model), moe_bias=True,
+    )  # fmt: skip
+    view = build_view(shape, Target(entity="e", project="p", name="v"))
+    section = next(s for s in view.sections if s.name == "Routing (MoE)")
+    logged = {k for _, m in recorder.history for k in m if k.startswith("moe/")}
+    assert {k for k in panel_keys(view) if k.startswith("moe/")} == logged
+    assert len(section.panels) == 8
