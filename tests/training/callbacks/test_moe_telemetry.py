@@ -140,3 +140,10 @@ def test_moe_telemetry_equals_a_float64_recomputation(
     logged = {k for _, m in recorder.history for k in m if k.startswith("moe/")}
     assert {k for k in panel_keys(view) if k.startswith("moe/")} == logged
     assert len(section.panels) == 8
+    # and each is in docs/architecture.md's metric table and docs/telemetry.md
+    from tests.training.test_metric_names_documented import documented
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "telemetry.md").read_text()
+    for key in logged:
+        assert key.replace("block_01", "block_{i:02d}") in documented(), key
+        assert key.rsplit("/", 1)[1] in text, key
