@@ -912,6 +912,15 @@ MUTANTS: list[Mutant] = [
            "    if False:", "a document-masked model is exported as one that attends across documents"),
     Mutant("planner_drops_documents", "planning/step.py", "            documents=setup.documents,\n",
            "            documents=None,\n", "the plan leaves out data.document_mask's (B, 1, T, T) mask"),
+    # ---- MoE telemetry per layer (r6-moetele): issue 47 items 4-5 ----
+    Mutant("moe_entropy_without_log", "model/moe.py", "torch.special.entr(probs).sum(dim=-1).sum()",
+           "(-probs * probs).sum(dim=-1).sum()", "router entropy as -Σp² (the log left out)"),
+    Mutant("moe_dead_experts_nonzero", "training/callbacks/moe_telemetry.py",
+           "sum(1 for v in load if v == 0)", "sum(1 for v in load if v != 0)",
+           "dead experts counts the experts that did get tokens"),
+    Mutant("moe_loads_not_all_reduced", "training/callbacks/moe_telemetry.py",
+           "load = sums[j * n_experts : (j + 1) * n_experts]", "load = pack.loads[j].tolist()",
+           "max/mean load and dead experts from this rank's tokens, not the all-reduced loads"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import pytest
 from torch.overrides import TorchFunctionMode
 
 from gptlab.bench.options import compose
@@ -64,9 +65,12 @@ class MarkStep(L.Callback):
         self.spy.step = i
 
 
-def test_no_host_reads_outside_log_steps(tmp_path: Path, cache_dir: Path) -> None:
+@pytest.mark.parametrize("extra", [[], ["model/ffn=moe", "model.moe.n_experts=4", "model.moe.balance=bias"]])
+def test_no_host_reads_outside_log_steps(tmp_path: Path, cache_dir: Path, extra: list[str]) -> None:
+    """The defaults, and model/ffn=moe (routing sums kept on the device, read on log steps only)."""
     cfg = compose(
         [
+            *extra,
             "model.n_layer=1",
             "model.n_embd=32",
             "model.n_head=2",

@@ -23,6 +23,10 @@ import yaml
 from gptlab.model.config import GPTConfig
 
 BLOCK_FAMILIES = ("update_ratio", "update_rms")  # one key per block_XX
+# model/ffn=moe: moe/block_XX/<stat> per MoE layer (training/callbacks/moe_telemetry.py); the bias's
+# range only under balance=bias
+MOE_STATS = ("max_over_mean_load", "dead_experts", "router_entropy", "aux_loss", "z_loss", "dropped")
+MOE_BIAS_STATS = ("bias_min", "bias_max")
 TASK_METRICS = ("acc", "acc_norm", "bpb")  # task/<name>/<metric>, logged by the in-loop task callback
 
 
@@ -45,6 +49,8 @@ class RunShape:
     mfu: bool = False
     dyt_alpha: tuple[str, ...] = ()  # model.norm=dyt: the DyT sites whose α telemetry logs
     tasks: tuple[str, ...] = ()  # the downstream tasks the run evaluates, by their metric names
+    moe_blocks: tuple[str, ...] = ()  # model/ffn=moe: the blocks whose FFN is a mixture of experts
+    moe_bias: bool = False  # model.moe.balance=bias: the bias's range is logged
 
     @property
     def blocks(self) -> list[str]:
@@ -86,6 +92,14 @@ def dyt_sites(model: dict[str, Any]) -> tuple[str, ...]:
     with torch.device("meta"):
         gpt = GPT(cfg)
     return tuple(site for name, _ in gpt.named_parameters() if (site := dyt_site(name)) is not None)
+
+
+def moe_blocks(model: dict[str, Any]) -> tuple[str, ...]:
+    """The block_XX whose FFN is a mixture of experts (model/ffn=moe, from moe.first_dense_layers on)."""
+    if model.get("ffn") != "moe":
+        return ()
+    first = int((model.get("moe") or {}).get("first_dense_layers") or 0)
+    return tuple(f"block_{i:02d}" for i in range(first, int(model.get("n_layer") or 0)))
 
 
 def task_names(cfg: dict[str, Any]) -> tuple[str, ...]:
@@ -163,6 +177,8 @@ def shape_of(job_dir: Path) -> RunShape:
         z_loss=float(optim.get("z_loss") or 0) > 0,
         mfu="throughput/mfu" in logged_elsewhere(job_dir),
         dyt_alpha=dyt_sites(cfg["model"]) if on else (),
+        moe_blocks=moe_blocks(cfg["model"]) if on else (),
+        moe_bias=on and ((cfg["model"].get("moe") or {}).get("balance") == "bias"),
         tasks=task_names(cfg),  # at every validation or every N steps, and always at the end
     )
 
@@ -202,4 +218,7 @@ def families(shape: RunShape) -> dict[str, list[str]]:
     out["logits"] = ["logits/mean", "logits/std", "logits/max", "logits/log_z_mean"]
     if shape.dyt_alpha:
         out["dyt_alpha"] = [f"dyt_alpha/{site}" for site in shape.dyt_alpha]
+    stats = MOE_STATS + (MOE_BIAS_STATS if shape.moe_bias else ())
+    for stat in stats if shape.moe_blocks else ():
+        out[f"moe/{stat}"] = [f"moe/{b}/{stat}" for b in shape.moe_blocks]
     return out

@@ -127,6 +127,19 @@ def sections(shape: RunShape, t: Target) -> list[Any]:
             updates.append(_line(title, k[family], log_y=True))
     if k.get("dyt_alpha"):  # model.norm=dyt: each site's learned α (linear: it starts at α0)
         updates.append(_line("DyT α by site", k["dyt_alpha"]))
+    routing = [  # model/ffn=moe: one panel per statistic, a line per MoE layer
+        _line(title, k.get(f"moe/{stat}", []))
+        for stat, title in (
+            ("max_over_mean_load", "MoE load: max/mean tokens per expert by layer (1 = even)"),
+            ("dead_experts", "MoE dead experts (no token in the step) by layer"),
+            ("router_entropy", "MoE router entropy (nats) by layer"),
+            ("aux_loss", "MoE aux loss E·Σ f_i·P_i by layer"),
+            ("z_loss", "MoE router z-loss by layer"),
+            ("dropped", "MoE assignments dropped over capacity by layer"),
+            ("bias_max", "MoE expert bias: max by layer"),
+            ("bias_min", "MoE expert bias: min by layer"),
+        )
+    ]
     speed = [
         _line("updates skipped (non-finite or spike)", k["skipped"]),
         _line("learning rate", k["lr"]),
@@ -147,6 +160,7 @@ def sections(shape: RunShape, t: Target) -> list[Any]:
         ("Gradients by depth", grads),
         ("Attention and logits", attention),
         ("Updates and activations", updates),
+        ("Routing (MoE)", routing),
         ("Stability and speed", speed),
     ]
     named = [(n, [p for p in panels if _names_a_key(p)]) for n, panels in named]

@@ -88,6 +88,9 @@ class MoE(nn.Module):
         self.z_loss: torch.Tensor | None = None
         self.load: torch.Tensor | None = None  # tokens (assignments) per expert, dropped ones included
         self.dropped: torch.Tensor | None = None  # assignments over capacity
+        self.entropy_sum: torch.Tensor | None = None  # Σ over tokens of the router distribution's entropy
+        # this optimizer step's [Σ entropy, tokens, Σ aux, Σ z, forwards, Σ dropped] (telemetry reads it)
+        self.step_sums: torch.Tensor | None = None
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Router logits (N, E) in fp32 at least (whatever autocast says), scores, the chosen experts
@@ -149,6 +152,8 @@ class MoE(nn.Module):
         self.z_loss = torch.logsumexp(logits, dim=-1).pow(2).mean()
         self.load = counts.detach()
         self.dropped = (~kept).sum()
+        with torch.no_grad():  # N·E elementwise, no host read: cheap beside the experts' matmuls
+            self.entropy_sum = torch.special.entr(probs).sum(dim=-1).sum()
 
 
 def moe_layers(model: nn.Module) -> list[MoE]:
@@ -187,13 +192,28 @@ def routing_terms(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 @torch.no_grad()
-def accumulate_load(model: nn.Module) -> None:
+def accumulate_load(model: nn.Module, fresh: bool = False) -> None:
     """Add each layer's last tokens per expert to this optimizer step's load (training forwards only:
-    not validation, not a spike's re-run), which update_expert_bias reads."""
+    not validation, not a spike's re-run), which update_expert_bias reads, and its last routing sums
+    to step_sums, which telemetry reads. `fresh`: the step's first micro-batch (start both anew)."""
     for layer in moe_layers(model):
-        if layer.load is not None:
-            load = layer.load.float()
-            layer.step_load = load if layer.step_load is None else layer.step_load + load
+        if layer.load is None or layer.aux_loss is None or layer.z_loss is None:
+            continue
+        load = layer.load.float()
+        sums = torch.stack(
+            [
+                layer.entropy_sum,  # type: ignore[list-item]
+                load.sum() / layer.mcfg.top_k,  # tokens: every one has k assignments, dropped included
+                layer.aux_loss.detach(),
+                layer.z_loss.detach(),
+                torch.ones_like(load[0]),
+                layer.dropped.float(),  # type: ignore[union-attr]
+            ]
+        ).double()
+        if fresh or layer.step_load is None or layer.step_sums is None:
+            layer.step_load, layer.step_sums = load, sums
+        else:
+            layer.step_load, layer.step_sums = layer.step_load + load, layer.step_sums + sums
 
 
 @torch.no_grad()

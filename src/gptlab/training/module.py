@@ -118,7 +118,8 @@ class GPTLightningModule(L.LightningModule):
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         self._step_lr = float(self.optimizers().param_groups[0]["lr"])  # a Python float: no sync
         objective = self._loss(batch)
-        moe.accumulate_load(self.model)  # the expert bias moves on this step's loads (balance=bias)
+        # the expert bias moves on this step's loads (balance=bias); telemetry reads its routing sums
+        moe.accumulate_load(self.model, fresh=batch_idx % self.trainer.accumulate_grad_batches == 0)
         loss = self.last_ce if self.last_ce is not None else objective.detach()  # train/loss: CE only
         self.last_loss = loss  # callbacks/progress.py reads it when the bar redraws
         # not prog_bar=True: Lightning turns progress-bar metrics into Python numbers after every

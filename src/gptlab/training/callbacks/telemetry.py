@@ -16,6 +16,10 @@ log step): from them the pre-softmax logits q·k/√d_h, their max over every ca
 entropy of each query's attention distribution. SDPA's kernel is the same on every step. The module
 leaves the output logits' moments (`logits/*`) for the same micro-batch.
 
+Under model/ffn=moe each MoE layer's routing over the step's micro-batches (loads, router entropy,
+aux and z losses, dead experts, dropped assignments, the bias's range) is logged as `moe/block_XX/*`,
+its sums in the same SUM all-reduce (moe_telemetry.py).
+
 Under model.norm=dyt each DyT site's α (one learned scalar) is logged after the step as
 `dyt_alpha/block_XX/<site>` and `dyt_alpha/final_norm`, packed into the same SUM all-reduce.
 
@@ -34,6 +38,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from gptlab.training.callbacks import moe_telemetry
 from gptlab.training.callbacks.attention_stats import attention_stats
 from gptlab.training.callbacks.groups import local
 from gptlab.training.callbacks.telemetry_metrics import GroupIndex, reduce_metrics
@@ -52,6 +57,7 @@ PREFIXES = (
     "attn_gate",
     "logits",
     "dyt_alpha",
+    "moe",
     "telemetry",
 )
 
@@ -88,6 +94,7 @@ class LayerTelemetry(L.Callback):
         self._grad_sq: torch.Tensor | None = None
         self._before: list[torch.Tensor] | None = None
         self._pending = False
+        self._routing: moe_telemetry.MoEPack | None = None
 
     # ---- set-up: which parameter goes to which group ------------------------------------------
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -194,6 +201,8 @@ class LayerTelemetry(L.Callback):
             grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.index.params]
             self._grad_sq = self.index.group_sq(grads)
         self._before = self.weights_before()
+        # the step's routing, before the bias update (an optimizer post-hook) consumes the loads
+        self._routing = moe_telemetry.snapshot(pl_module.model)
         self._pending = True
 
     def weights_before(self) -> list[torch.Tensor]:
@@ -236,7 +245,10 @@ class LayerTelemetry(L.Callback):
             )
         param_sq, delta_sq = self.update_sq(self._before)
         coef = getattr(pl_module, "clip_coef", None)  # the factor clipping applied (same on every rank)
-        metrics = reduce_metrics(self.index, self._fwd, grad_sq, param_sq, delta_sq, trainer.world_size, coef)
+        metrics = reduce_metrics(
+            self.index, self._fwd, grad_sq, param_sq, delta_sq, trainer.world_size, coef, self._routing
+        )
+        self._routing = None
         self._note_grad_norms(metrics)
         self._grad_sq, self._before, self._pending = None, None, False
         self._fwd = {}

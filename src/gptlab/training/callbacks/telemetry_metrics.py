@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from gptlab.training.callbacks import moe_telemetry
 from gptlab.training.callbacks.groups import group_names, local
 
 
@@ -94,9 +95,11 @@ def reduce_metrics(
     delta_sq: torch.Tensor,
     world: int,
     coef: torch.Tensor | None,
+    routing: moe_telemetry.MoEPack | None = None,
 ) -> dict[str, float]:
     """Pack, all-reduce (one SUM, one MAX), read once, name. `fwd`: the forward side's sums of the
-    step (act/<i>, attn/<i>, logits); `coef`: the factor clipping applied, when it did."""
+    step (act/<i>, attn/<i>, logits); `coef`: the factor clipping applied, when it did; `routing`:
+    the MoE layers' step (loads summed over ranks in the same SUM; moe_telemetry.py)."""
     dev = grad_sq.device
     replicated = 1.0 if index.sharded else 1.0 / world  # DDP replicas: count once in the SUM
     n_points = len(index.blocks) + 1
@@ -130,6 +133,9 @@ def reduce_metrics(
     if index.alphas:  # each α after the step: a replica (DDP) or one rank's one-element shard (FSDP2)
         alpha = [local(index.params[j]).detach().float().sum().to(dev) for _, j in index.alphas]
         sums.append(torch.stack(alpha).double() * replicated)
+    if routing is not None:  # each rank's own tokens: summed, not counted once
+        sums.append(moe_telemetry.sum_part(routing).to(dev))
+        maxes.append(moe_telemetry.max_part(routing).to(dev))
     packed = torch.cat(sums)
     top = torch.cat(maxes) if maxes else packed.new_zeros(0)
     if world > 1 and dist.is_available() and dist.is_initialized():
@@ -181,6 +187,8 @@ def reduce_metrics(
     for k, (site, _) in enumerate(index.alphas):
         metrics[f"dyt_alpha/{site}"] = values[at + k]
     at += len(index.alphas)
+    n_routing = routing.loads.numel() + routing.sums.numel() if routing is not None else 0
+    routing_sums = values[at : at + n_routing]
     at_max = len(packed)
     if has_attn:
         for j, block in enumerate(index.blocks):
@@ -189,6 +197,10 @@ def reduce_metrics(
     if logits is not None:
         metrics["logits/max"] = values[at_max]
         at_max += 1
+    if routing is not None:
+        n_max = 2 * len(routing.blocks)
+        metrics.update(moe_telemetry.name(routing, routing_sums, values[at_max : at_max + n_max]))
+        at_max += n_max
     if coef is not None:  # the clipping factor the module applied, not recomputed here
         metrics["grad_norm/clip_coef"] = values[at_max]
     return metrics
