@@ -504,6 +504,8 @@ def argv_of(doc: str, subs: dict[str, str] | None = None) -> tuple[list[str], di
     elif words[0].startswith("scripts/"):
         words[0:1] = [sys.executable, str(REPO / words[0])]
     env.pop("PYTHONPATH", None)  # `PYTHONPATH=src`: the editable install already provides it
+    if words[1:2] == ["-m"] and words[2].startswith("dev."):  # the team's tools: run from the repository
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     return words, env
 
 

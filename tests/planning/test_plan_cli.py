@@ -137,3 +137,17 @@ def test_table_rows_format() -> None:
     assert lines[2].split("|")[5].strip() == "12" and "0.350 [1]" in lines[2]
     assert "none (1 needs more)" in lines[3] and "150.2 at 1" in lines[3]
     assert "[1] src A" in text
+
+
+def test_the_tasks_scoring_forward_is_planned_at_the_tasks_length() -> None:
+    """val_continuation's requests are its 64 + 16 tokens (evaluation/val_task.py), a task file's up to
+    the block (unknown until read); the longest of the run's tasks, never past block_size."""
+    from gptlab.evaluation.val_task import DEFAULT
+    from gptlab.planning.options import task_tokens
+
+    builtin = DEFAULT.context_tokens + DEFAULT.continuation_tokens
+    assert builtin == 80
+    assert task_tokens(["val_continuation"], 256) == 80
+    assert task_tokens(["val_continuation"], 32) == 32
+    assert task_tokens(["val_continuation", "mine.jsonl"], 256) == 256
+    assert task_tokens([], 256) == 0

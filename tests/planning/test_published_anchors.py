@@ -63,6 +63,9 @@ SHAPE_8B = [
     "model.activation_checkpointing=full",
     "trainer=fsdp",
     "trainer.devices=8",
+    # torchtitan's runs: a plain training step, no per-layer telemetry and no tasks in the loop
+    "callbacks.telemetry.enabled=false",
+    "callbacks.tasks.names=[]",
 ]
 N_LAYER = 32
 # op-level SAC's saved tensors per token and block beyond the block input (module docstring)

@@ -118,8 +118,20 @@ def setup_from(cfg: TrainConfig) -> Setup:
         act_rms=tele.act_rms,
         attention=tele.attention,
         task_batch=cfg.callbacks.tasks.batch_size if cfg.callbacks.tasks.names else 0,
+        task_tokens=task_tokens(cfg.callbacks.tasks.names, cfg.model.block_size),
         documents=planned_documents(cfg),
     )
+
+
+def task_tokens(names: list[str], block_size: int) -> int:
+    """The longest scoring request of the run's tasks: the built-in val_continuation's context and
+    continuation (evaluation/val_task.py), a task file's up to the whole block."""
+    from gptlab.evaluation.val_task import DEFAULT, NAME
+
+    longest = [
+        DEFAULT.context_tokens + DEFAULT.continuation_tokens if n == NAME else block_size for n in names
+    ]
+    return min(max(longest, default=0), block_size)
 
 
 def planned_documents(cfg: TrainConfig) -> dict[str, Any] | None:

@@ -95,7 +95,8 @@ def planned_step(s: Setup) -> str:
     else:
         what = "a plain training step (telemetry off)"
     if s.task_batch:
-        what += f", then the tasks' scoring forward ({s.task_batch} requests of {s.model.block_size} tokens)"
+        tokens = min(s.task_tokens or s.model.block_size, s.model.block_size)
+        what += f", then the tasks' scoring forward ({s.task_batch} requests of {tokens} tokens)"
     return what
 
 

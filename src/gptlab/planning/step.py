@@ -87,6 +87,9 @@ class Setup:
     act_rms: bool = True
     attention: bool = True
     task_batch: int = 0  # callbacks.tasks.batch_size when tasks are scored (0: none)
+    # tokens a scoring request holds: the built-in val_continuation's 64 + 16, a task file's up to the
+    # block (its lengths are unknown until it is read); never more than block_size (0: block_size)
+    task_tokens: int = 0
     # data.document_mask's record ({"eot", "positions"}, data/documents.py) or None: the model then
     # builds a (B, 1, T, T) same-document mask each forward, and the plan counts it
     documents: dict[str, Any] | None = None
@@ -290,18 +293,19 @@ def train_step(
 
 
 def score_batch(module: Any, setup: Setup, tracker: Any = None) -> None:
-    """The in-loop tasks' largest scoring forward (callbacks/tasks.py, tasks/scoring.py): `task_batch`
-    requests of block_size tokens under no_grad and the precision's autocast, and one row's
-    continuation through an fp32 log_softmax (a continuation as long as the block: the most a
-    row holds). It runs at a validation, with the last step's gradients alive (Lightning frees
-    them in the next step, before its backward)."""
+    """The in-loop tasks' largest scoring forward (callbacks/tasks.py, evaluation/scoring.py):
+    `task_batch` requests of `task_tokens` (at most block_size) tokens under no_grad and the
+    precision's autocast, and one row's continuation through an fp32 log_softmax (a continuation
+    as long as the request: the most a row holds). It runs at a validation, with the last step's
+    gradients alive (Lightning frees them in the next step, before its backward)."""
     model = module.model
     if tracker is not None:
         tracker.reset_mod_stats()
     for p in model.parameters():
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    idx = torch.zeros((setup.task_batch, setup.model.block_size), dtype=torch.long)
+    tokens = min(setup.task_tokens or setup.model.block_size, setup.model.block_size)
+    idx = torch.zeros((setup.task_batch, tokens), dtype=torch.long)
     was = model.training
     model.eval()
     with torch.inference_mode(), autocast(setup.precision):
