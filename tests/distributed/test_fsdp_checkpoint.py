@@ -59,7 +59,8 @@ def test_consolidate_then_generate(resumed: Path, tmp_path: Path) -> None:
     )
     assert cons.returncode == 0, cons.stderr[-3000:]
     saved = torch.load(out, weights_only=True)
-    assert sorted(saved) == ["model_config", "state_dict", "tokenizer"]
+    assert sorted(saved) == ["documents", "model_config", "state_dict", "tokenizer"]
+    assert saved["documents"] is None  # no data.document_mask in this run
     assert saved["model_config"]["n_layer"] == 2 and saved["model_config"]["n_embd"] == 64
     assert not any(k.startswith("model.") for k in saved["state_dict"])
     assert saved["tokenizer"]

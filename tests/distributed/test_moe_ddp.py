@@ -53,7 +53,7 @@ def overrides(cache: Path) -> list[str]:
 
 
 def state(run_dir: Path) -> dict[str, torch.Tensor]:
-    ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
+    ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
     return ckpt["state_dict"]
 
 
