@@ -338,7 +338,8 @@ MUTANTS: list[Mutant] = [
            "keep = [i for i in range(len(used)) if i != h]",
            "keep = list(range(len(used)))", "the held-out rung's forecast is fitted on the rung itself"),
     Mutant("telemetry_ignores_mup_scale", "training/callbacks/telemetry.py",
-           "attention_stats(q, k, attn.scale, attn.softcap)", "attention_stats(q, k, None, attn.softcap)",
+           "attention_stats(q, k, attn.scale, attn.softcap, mask)",
+           "attention_stats(q, k, None, attn.softcap, mask)",
            "attn_logit_max/* logged at 1/sqrt(d_head) for a μP model that attends at 1/d_head"),
     Mutant("mup_attn_scale_sqrt", "model/mup.py", "return base_head_dim(cfg) ** 0.5 / cfg.head_dim",
            "return cfg.head_dim**-0.5", "μP's attention logits scaled by 1/sqrt(d_head), not 1/d_head"),
@@ -759,7 +760,8 @@ MUTANTS: list[Mutant] = [
            "sink += p[..., 1:, 0].sum(dtype=torch.float64)", "sink += p[..., :, 0].sum(dtype=torch.float64)",
            "the sink's sum takes row 0 (always 1) while its count excludes it"),
     Mutant("attn_stats_uncapped", "training/callbacks/telemetry.py",
-           "attention_stats(q, k, attn.scale, attn.softcap)", "attention_stats(q, k, attn.scale)",
+           "attention_stats(q, k, attn.scale, attn.softcap, mask)",
+           "attention_stats(q, k, attn.scale, mask=mask)",
            "attention telemetry ignores model.attn_softcap: statistics of an attention the model never ran"),
     # --- downstream tasks, issue 48 item 3: requests checked before training, empty contexts, ... ---
     Mutant("tasks_requests_checked_late", "training/callbacks/tasks.py",
@@ -921,6 +923,10 @@ MUTANTS: list[Mutant] = [
     Mutant("moe_loads_not_all_reduced", "training/callbacks/moe_telemetry.py",
            "load = sums[j * n_experts : (j + 1) * n_experts]", "load = pack.loads[j].tolist()",
            "max/mean load and dead experts from this rank's tokens, not the all-reduced loads"),
+    # ---- attention statistics over the attended pairs (r6-attnstats): issue 46 leftover ----
+    Mutant("attn_stats_ignore_mask", "training/callbacks/attention_stats.py", "    if mask is None:\n",
+           "    mask = None\n    if mask is None:\n",
+           "attn_logit_max/entropy/sink over all causal pairs under model.window and document masks"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

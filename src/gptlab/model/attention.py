@@ -68,7 +68,8 @@ class CausalSelfAttention(nn.Module):
     With `qk_norm`, queries and keys are RMS-normalised per head (one gain of size d_head each, shared
     by the heads) before RoPE: the logits q·k/√d_h can then no longer grow with the weights' scale.
     With `keep_qk` (telemetry, on its log steps only) the forward also leaves the q and k it gave SDPA
-    in `kept_qk`: SDPA saves them for backward anyway, so this costs no memory and no kernel change.
+    in `kept_qk`, and its mask in `kept_mask` (the statistics cover only the pairs it attends):
+    SDPA saves them for backward anyway, so this costs no memory and no kernel change.
     With n_kv_head < n_head, k and v have n_kv_head heads (k_proj, v_proj: d → n_kv_head·d_head) and
     SDPA's `enable_gqa` lets query head h read key/value head h // (n_head / n_kv_head), without
     materialising the repeated heads; kept k then has n_kv_head heads too.
@@ -99,6 +100,7 @@ class CausalSelfAttention(nn.Module):
         self.resid_drop = nn.Dropout(cfg.dropout)
         self.keep_qk = False
         self.kept_qk: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.kept_mask: torch.Tensor | None = None  # the mask beside kept_qk (None: causal)
         self.kept_gate: torch.Tensor | None = None  # the gate's values, on the same steps as kept_qk
 
     def heads(self, proj: nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -130,7 +132,7 @@ class CausalSelfAttention(nn.Module):
         B, T, _ = x.shape
         q, k = self.queries_keys(x, rope)
         if self.keep_qk:
-            self.kept_qk = (q.detach(), k.detach())
+            self.kept_qk, self.kept_mask = (q.detach(), k.detach()), mask
         v = self.heads(self.v_proj, x)
         gqa = self.n_kv_head != self.n_head  # SDPA maps query head h to key/value head h // group
         drop = self.dropout if self.training else 0.0

@@ -44,12 +44,33 @@ def rotate(x: torch.Tensor, theta: float, fraction: float = 1.0) -> torch.Tensor
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
 
+def attended(cfg: GPTConfig, i: int, idx: torch.Tensor, eot: int | None) -> torch.Tensor:
+    """(B, 1, T, T) bool, the pairs block i attends, by the definitions: key j <= query i; in a local
+    layer (model.window_pattern's letter S, every layer without a pattern) i - j < model.window;
+    with documents (an eot opens one) j and i in the same document."""
+    B, T = idx.shape
+    letter = "S" if cfg.window_pattern is None else cfg.window_pattern[i % len(cfg.window_pattern)]
+    window = cfg.window if letter == "S" else None
+    m = torch.zeros(B, 1, T, T, dtype=torch.bool)
+    for b in range(B):
+        doc = [0] * T
+        for t in range(T):
+            doc[t] = (doc[t - 1] if t else 0) + int(eot is not None and int(idx[b, t]) == eot)
+        for q in range(T):
+            for j in range(q + 1):
+                m[b, 0, q, j] = (window is None or q - j < window) and doc[q] == doc[j]
+    return m
+
+
 @torch.no_grad()
 def reference(model: Any, idx: torch.Tensor) -> dict[str, float]:
     """attn_logit_max/attn_entropy/attn_sink (and attn_gate) per block and logits/* from the
-    weights, in float64; soft caps c·tanh(x/c) where configured (the logits the softmax sees)."""
+    weights, in float64; soft caps c·tanh(x/c) where configured (the logits the softmax sees);
+    over the pairs each block attends (`attended`: causal, its window, its documents)."""
     cfg = model.cfg
     B, T = idx.shape
+    eot = model.documents.eot if model.documents is not None else None
+    assert model.documents is None or model.documents.positions == "continue"  # rotate: 0..T-1
     H, D = cfg.n_head, cfg.n_embd // cfg.n_head
     Hkv = cfg.n_kv_head or H  # grouped-query: key head j serves query heads j·H/Hkv ... (j+1)·H/Hkv - 1
     x = model.tok_emb.weight[idx]
@@ -57,8 +78,8 @@ def reference(model: Any, idx: torch.Tensor) -> dict[str, float]:
         x = x + model.pos_emb.weight[:T]
     rope = (model.rope_cos, model.rope_sin) if cfg.pos_emb == "rope" else None
     out: dict[str, float] = {}
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
     for i, block in enumerate(model.blocks):
+        seen = attended(cfg, i, idx, eot)
         h = x.double()
         if cfg.norm_placement in ("pre", "sandwich"):
             assert cfg.norm == "rmsnorm"
@@ -76,16 +97,16 @@ def reference(model: Any, idx: torch.Tensor) -> dict[str, float]:
         s = (q @ k.transpose(-1, -2)) * scale
         if cfg.attn_softcap:
             s = cfg.attn_softcap * torch.tanh(s / cfg.attn_softcap)
-        out[f"attn_logit_max/block_{i:02d}"] = float(s[..., causal].max())
-        p = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)
-        plogp = torch.where(causal, p * torch.log(p.clamp_min(1e-300)), torch.zeros(()))
+        out[f"attn_logit_max/block_{i:02d}"] = float(s.masked_fill(~seen, -math.inf).max())
+        p = torch.softmax(s.masked_fill(~seen, float("-inf")), dim=-1)
+        plogp = torch.where(seen, p * torch.log(p.clamp_min(1e-300)), torch.zeros(()))
         out[f"attn_entropy/block_{i:02d}"] = float(-plogp.sum(-1).mean())
         out[f"attn_sink/block_{i:02d}"] = float(p[:, :, 1:, 0].mean())  # rows t >= 1, mass on key 0
         if cfg.attn_gate != "none":
             out[f"attn_gate/block_{i:02d}"] = float(
                 torch.sigmoid(h @ attn.gate_proj.weight.double().T).mean()
             )
-        x = block(x, rope if cfg.rotates(i) else None)
+        x = block(x, rope if cfg.rotates(i) else None, seen)
     if cfg.logit_softcap:  # pre-norm, tied: the head written out, then the cap
         assert cfg.norm_placement == "pre" and cfg.tie_embeddings
         raw = rms(x.double(), model.final_norm.weight, cfg.norm_eps) @ model.tok_emb.weight.double().T
@@ -126,12 +147,19 @@ class Reference(L.Callback):
         self.steps[-1].update({f"update_rms/{b}": math.sqrt(v / count[b]) for b, v in sq.items()})
 
 
-def train(steps: int, scale: tuple[int | None, float] | None = None, **model: Any) -> tuple[list, list]:
+def train(
+    steps: int,
+    scale: tuple[int | None, float] | None = None,
+    documents: dict[str, Any] | None = None,
+    **model: Any,
+) -> tuple[list, list]:
     L.seed_everything(0, verbose=False)
     base = {"vocab_size": 64, "block_size": 16, "n_layer": 3, "n_head": 2, "n_embd": 32}
     cfg = GPTConfig(**{**base, **model})
     module = GPTLightningModule(
-        model=dataclasses.asdict(cfg), optim=dataclasses.asdict(OptimConfig(lr=1e-2, warmup_steps=1))
+        model=dataclasses.asdict(cfg),
+        optim=dataclasses.asdict(OptimConfig(lr=1e-2, warmup_steps=1)),
+        documents=documents,
     )
     if scale is not None:
         block, factor = scale
@@ -142,6 +170,9 @@ def train(steps: int, scale: tuple[int | None, float] | None = None, **model: An
                     b.attn.k_proj.weight.mul_(factor)
     telemetry, ref = LayerTelemetry(every=1, figures=False), Reference()
     data = torch.randint(0, 64, (steps * 4, 17), generator=torch.Generator().manual_seed(0))
+    if documents is not None:  # documents of 1 to 9 tokens, one window opened by an eot
+        data[data == documents["eot"]] = 0
+        data[0::2, [3, 7, 8]] = data[1::2, [0, 10]] = documents["eot"]
     trainer = L.Trainer(
         accelerator="cpu",
         max_steps=steps,
@@ -209,3 +240,29 @@ def test_scaled_qk_raises_that_blocks_logit_max_unless_qk_norm(qk_norm: bool) ->
         assert all(r < 2 for b, r in ratio.items() if b != "block_01"), ratio
     else:
         assert all(r == pytest.approx(1.0, rel=1e-3) for r in ratio.values()), ratio
+
+
+@pytest.mark.parametrize(
+    ("model", "documents"),
+    [
+        ({"window": 4, "window_pattern": "SL"}, None),
+        ({"window": 4, "n_head": 4, "n_kv_head": 2, "attn_softcap": 2.0}, None),
+        ({}, {"eot": 5, "positions": "continue"}),
+        (
+            {"window": 3, "window_pattern": "LS", "n_head": 4, "n_kv_head": 1},
+            {"eot": 5, "positions": "continue"},
+        ),
+    ],
+    ids=["window-SL", "window-gqa-softcap", "documents", "window-documents-mqa"],
+)
+def test_attention_telemetry_covers_only_the_attended_pairs(
+    model: dict[str, Any], documents: dict[str, Any] | None
+) -> None:
+    """model.window and data.document_mask: the layer attends to fewer keys than causal attention,
+    so its max logit, entropy and sink are those of the masked softmax (a causal-only statistic
+    counts the logits and mass of keys the layer never reads)."""
+    history, ref = train(2, scale=(None, 8.0), documents=documents, **model)
+    for (step, logged), want in zip(history, ref, strict=True):
+        for key, value in want.items():
+            if key.startswith("attn_"):
+                assert logged[key] == pytest.approx(value, rel=REL, abs=1e-7), (step, key, logged[key], value)

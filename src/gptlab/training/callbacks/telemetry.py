@@ -160,6 +160,7 @@ class LayerTelemetry(L.Callback):
         pl_module.model.tap = None
         for block in pl_module.model.blocks:
             block.attn.keep_qk, block.attn.kept_qk, block.attn.kept_gate = False, None, None
+            block.attn.kept_mask = None
         pl_module.want_logit_stats = False
         stats = getattr(pl_module, "logit_stats", None)
         if stats is not None:
@@ -178,9 +179,9 @@ class LayerTelemetry(L.Callback):
         attn = self._model.blocks[i - 1].attn
         if attn.kept_qk is None:
             return
-        q, k = attn.kept_qk
-        attn.kept_qk = None
-        top, ent, rows, sink, sink_rows = attention_stats(q, k, attn.scale, attn.softcap)
+        (q, k), mask = attn.kept_qk, attn.kept_mask
+        attn.kept_qk = attn.kept_mask = None
+        top, ent, rows, sink, sink_rows = attention_stats(q, k, attn.scale, attn.softcap, mask)
         counts = ent.new_tensor([float(rows), float(sink_rows)])
         self._fwd[f"attn/{i - 1}"] = torch.cat([torch.stack([top.double(), ent, sink]), counts])
         if attn.kept_gate is not None:  # model.attn_gate: Σ gate and its count (a token-weighted mean)
