@@ -4,7 +4,7 @@ and the depth profile of gradient norms across a sweep's jobs (`grad_profile`).
 
 The public names are below; the modules' other names serve the reports and may change."""
 
-from typing import Any
+from gptlab.analysis import lazy_exports
 
 _PUBLIC = {
     "init_report": "report",
@@ -12,12 +12,4 @@ _PUBLIC = {
     "residual_variance": "stats",
 }
 __all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    # lazy: the report draws with matplotlib
-    if name in _PUBLIC:
-        from importlib import import_module
-
-        return getattr(import_module(f"{__name__}.{_PUBLIC[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _PUBLIC)

@@ -5,7 +5,7 @@ transfer across widths (`lr_transfer`) and the command lines (`cli`).
 
 The public names are below; the modules' other names serve the ladder report and may change."""
 
-from typing import Any
+from gptlab.analysis import lazy_exports
 
 _PUBLIC = {
     "LadderError": "records",
@@ -15,12 +15,4 @@ _PUBLIC = {
     "ladder_figure": "report",
 }
 __all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    # lazy: the ladder's figures need matplotlib, its fits scipy
-    if name in _PUBLIC:
-        from importlib import import_module
-
-        return getattr(import_module(f"{__name__}.{_PUBLIC[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _PUBLIC)

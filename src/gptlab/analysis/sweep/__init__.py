@@ -4,7 +4,7 @@ the downstream-task section (`task_report`) and a running sweep's progress (`sta
 
 The public names are below; the modules' other names serve the report and may change."""
 
-from typing import Any
+from gptlab.analysis import lazy_exports
 
 _PUBLIC = {
     "Job": "jobs",
@@ -15,12 +15,4 @@ _PUBLIC = {
     "read_status": "status",
 }
 __all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    # lazy: reading a sweep's jobs should not import matplotlib or scipy
-    if name in _PUBLIC:
-        from importlib import import_module
-
-        return getattr(import_module(f"{__name__}.{_PUBLIC[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _PUBLIC)
