@@ -546,8 +546,8 @@ MUTANTS: list[Mutant] = [
     Mutant("dyt_alpha_logged_for_one_site", "training/callbacks/telemetry_metrics.py",
            'metrics[f"dyt_alpha/{site}"] = values[at + k]', 'metrics[f"dyt_alpha/{site}"] = values[at]',
            "every dyt_alpha/* key logs the first site's α"),
-    Mutant("muon_on_embeddings", "training/optim.py", "    return bool(mup.HIDDEN.search(name))",
-           '    return bool(mup.HIDDEN.search(name)) or name.endswith(("emb.weight", "lm_head.weight"))',
+    Mutant("muon_on_embeddings", "training/optim.py", "HIDDEN.search(name) or MOE_HIDDEN.search(name))",
+           'HIDDEN.search(name) or MOE_HIDDEN.search(name)) or name.endswith(("emb.weight", "head.weight"))',
            "Muon applied to the embeddings and the head (AdamW's in Jordan's and Moonlight's split)"),
     Mutant("muon_adjust_lr_ignored", "training/optim.py", "adjust_lr_fn=cfg.muon_adjust_lr,",
            'adjust_lr_fn="original",',
@@ -927,6 +927,13 @@ MUTANTS: list[Mutant] = [
     Mutant("attn_stats_ignore_mask", "training/callbacks/attention_stats.py", "    if mask is None:\n",
            "    mask = None\n    if mask is None:\n",
            "attn_logit_max/entropy/sink over all causal pairs under model.window and document masks"),
+    # ---- Muon on the MoE experts (lead, r7): issue 47 item 6 ----
+    Mutant("muon_stack_lr_rule_reads_in_out", "training/muon.py",
+           "rows, cols = shape if len(shape) == 2 else (shape[-1], shape[-2])",
+           "rows, cols = shape if len(shape) == 2 else (shape[-2], shape[-1])",
+           "an expert's LR rule reads its (in, out) storage, not the nn.Linear (out, in) it stands for"),
+    Mutant("muon_shared_experts_on_adamw", "training/optim.py", "|shared\\.(gate|up|down)_proj\\.weight", "",
+           "the shared experts' matrices left on AdamW under optim=muon"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

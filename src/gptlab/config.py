@@ -324,12 +324,6 @@ class TrainConfig:
             check_wsd(self.optim, self.trainer.max_steps)
         if self.optim.name == "muon":
             muon_refusals(self.model.parametrization, self.trainer.strategy)
-            if self.model.ffn == "moe":  # torch.optim.Muon takes 2-D matrices; experts are (E, in, out)
-                raise ValueError(
-                    "optim.name=muon cannot be combined with model.ffn=moe: torch.optim.Muon takes 2-D "
-                    "matrices and the experts are stacked (n_experts, in, out), with no per-expert "
-                    "orthogonalisation here yet (docs/moe.md); use optim=adamw"
-                )
 
 
 def muon_refusals(parametrization: str, strategy: str) -> None:

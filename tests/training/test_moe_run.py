@@ -73,9 +73,6 @@ BAD = {
     "token; give a finite number > 0 (each expert keeps ⌈cf·tokens·top_k/n_experts⌉) or null (dropless)",
     "model.moe.router=topk": "model.moe.router='topk' is not accepted; choose one of softmax, sigmoid",
     "model.moe.balance=loss_free": "model.moe.balance='loss_free' is not accepted; choose one of aux_loss, bias, none",
-    "optim=muon": "optim.name=muon cannot be combined with model.ffn=moe: torch.optim.Muon takes 2-D matrices and "
-    "the experts are stacked (n_experts, in, out), with no per-expert orthogonalisation here yet (docs/moe.md); "
-    "use optim=adamw",
     "model/parametrization=mup": "model.ffn=moe cannot be combined with model.parametrization=mup: μP's width "
     "rules for experts and router are not stated; accepted: parametrization=sp, placement pre, post or sandwich",
 }

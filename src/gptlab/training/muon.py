@@ -13,6 +13,11 @@ differently from a single one: bf16 rounding).
 AdamW reads it: the weights and momentum buffers keep their values through `torch.where`, without a
 host read. State and groups are torch.optim.Muon's own (`momentum_buffer` per matrix), so checkpoints
 load either way.
+
+A 3-D parameter is a stack of matrices stored (n, in, out), as the MoE experts are (x @ W[e]): each
+W[e] is orthogonalised on its own, exactly as torch.optim.Muon would treat the nn.Linear weight
+W[e].T of shape (out, in) (Newton–Schulz commutes with the transpose; the LR rule reads (out, in)).
+torch's constructor takes 2-D parameters only, so stacks join through `add_param_group`.
 """
 
 from __future__ import annotations
@@ -32,6 +37,16 @@ class BatchedMuon(torch.optim.Muon):
     """torch.optim.Muon with its update run per stack of same-shape matrices (module doc)."""
 
     found_inf: torch.Tensor | None = None
+
+    def add_param_group(self, param_group: dict) -> None:
+        """torch's, for 2-D matrices and (n, in, out) stacks of them (module doc)."""
+        params = param_group["params"]
+        for p in [params] if isinstance(params, torch.Tensor) else params:
+            if p.ndim not in (2, 3):
+                raise ValueError(
+                    f"BatchedMuon takes matrices and stacks of matrices, not a tensor of size {p.size()}"
+                )
+        super().add_param_group(param_group)
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
@@ -61,7 +76,9 @@ class BatchedMuon(torch.optim.Muon):
             update.lerp_(new_bufs, mu)
         else:
             update = new_bufs
-        ortho = newton_schulz(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
+        # a 3-D parameter's matrices join the Newton–Schulz stack one by one: (k, n, A, B) -> (k·n, A, B)
+        coefficients, steps, eps = group["ns_coefficients"], group["ns_steps"], group["eps"]
+        ortho = newton_schulz(update.flatten(0, -3), coefficients, steps, eps).view_as(update)
         del update
         new = torch.stack(params)
         old = None if skip is None else new.clone()
@@ -94,8 +111,9 @@ def newton_schulz(
 
 def _adjust_lr(lr: float, adjust_lr_fn: str | None, shape: torch.Size) -> float:
     """The step's LR for an (A, B) matrix, torch.optim.Muon's two rules: sqrt(max(1, A/B))
-    (Jordan's, "original") or 0.2·sqrt(max(A, B)) (Moonlight's match_rms_adamw)."""
-    rows, cols = shape[:2]
+    (Jordan's, "original") or 0.2·sqrt(max(A, B)) (Moonlight's match_rms_adamw). A stack (n, in, out)
+    is read as its nn.Linear weights (out, in)."""
+    rows, cols = shape if len(shape) == 2 else (shape[-1], shape[-2])
     if adjust_lr_fn is None or adjust_lr_fn == "original":
         return lr * math.sqrt(max(1, rows / cols))
     return lr * (0.2 * math.sqrt(max(rows, cols)))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import torch
@@ -71,10 +72,18 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, device_type: str) -> tor
     return build_muon(model, cfg, device_type) if cfg.name == "muon" else build_adamw(model, cfg, device_type)
 
 
+# a mixture-of-experts FFN's hidden matrices: the expert stacks (n_experts, in, out) and the shared
+# experts' nn.Linear weights; its router (n_experts, d) stays on AdamW, as the head does (docs/moe.md)
+MOE_HIDDEN = re.compile(
+    r"blocks\.\d+\.ffn\.(experts\.(gate|up|down)_proj|shared\.(gate|up|down)_proj\.weight)$"
+)
+
+
 def is_muon_param(name: str) -> bool:
-    """Muon's parameters: the hidden matrices (attention q/k/v/out, FFN gate/up/down), not the
-    embeddings, the head, norm gains or biases (Jordan's Muon, modded-nanogpt and Moonlight's split)."""
-    return bool(mup.HIDDEN.search(name))
+    """Muon's parameters: the hidden matrices (attention q/k/v/out, FFN gate/up/down, MoE experts),
+    not the embeddings, the head, a router, norm gains or biases (Jordan's Muon, modded-nanogpt and
+    Moonlight's split)."""
+    return bool(mup.HIDDEN.search(name) or MOE_HIDDEN.search(name))
 
 
 def build_muon(model: nn.Module, cfg: OptimConfig, device_type: str) -> MuonAdamW:
@@ -88,8 +97,9 @@ def build_muon(model: nn.Module, cfg: OptimConfig, device_type: str) -> MuonAdam
     if isinstance(mcfg, GPTConfig) and mcfg.uses_mup:
         muon_refusals(mcfg.parametrization, "auto")
     hidden = [p for n, p in model.named_parameters() if p.requires_grad and is_muon_param(n)]
+    matrices, stacks = [p for p in hidden if p.ndim == 2], [p for p in hidden if p.ndim == 3]
     muon = BatchedMuon(
-        [{"params": hidden, "lr": cfg.lr * cfg.muon_lr_mult}],
+        [{"params": matrices, "lr": cfg.lr * cfg.muon_lr_mult}],
         lr=cfg.lr * cfg.muon_lr_mult,
         weight_decay=cfg.weight_decay,
         momentum=cfg.muon_momentum,
@@ -97,6 +107,8 @@ def build_muon(model: nn.Module, cfg: OptimConfig, device_type: str) -> MuonAdam
         ns_steps=cfg.muon_ns_steps,
         adjust_lr_fn=cfg.muon_adjust_lr,
     )
+    if stacks:  # the experts, each orthogonalised on its own (training/muon.py)
+        muon.add_param_group({"params": stacks, "lr": cfg.lr * cfg.muon_lr_mult})
     adamw = torch.optim.AdamW(
         param_groups(model, cfg.weight_decay, cfg.lr, cfg.eps, skip=is_muon_param),
         lr=cfg.lr,
