@@ -76,7 +76,9 @@ def test_transformers_reproduces_exported_moe_logits(variant: str, tmp_path: Pat
     export_hf(model, tmp_path)
     idx = tokens()
     name, logits = hf_logits(tmp_path, idx)
-    assert name == {"olmoe": "OlmoeForCausalLM", "mixtral": "MixtralForCausalLM"}.get(kind, "Qwen3MoeForCausalLM")
+    assert name == {"olmoe": "OlmoeForCausalLM", "mixtral": "MixtralForCausalLM"}.get(
+        kind, "Qwen3MoeForCausalLM"
+    )
     with torch.no_grad():
         ours = model(idx)
     torch.testing.assert_close(logits, ours, rtol=0, atol=ATOL)
@@ -119,7 +121,9 @@ def save_transformers_model(kind: str, path: Path, **extra: Any) -> torch.nn.Mod
     if kind == "olmoe":
         model = OlmoeForCausalLM(OlmoeConfig(**common | dict(num_experts=4, intermediate_size=24) | extra))
     elif kind == "mixtral":
-        model = MixtralForCausalLM(MixtralConfig(**common | dict(num_local_experts=4, intermediate_size=24) | extra))
+        model = MixtralForCausalLM(
+            MixtralConfig(**common | dict(num_local_experts=4, intermediate_size=24) | extra)
+        )
     else:
         cfg = common | dict(num_experts=4, moe_intermediate_size=16, intermediate_size=40, head_dim=16)
         model = Qwen3MoeForCausalLM(Qwen3MoeConfig(**cfg | extra))
@@ -168,7 +172,11 @@ def test_init_from_keeps_the_runs_training_terms(tmp_path: Path) -> None:
     """model.moe's balancing and capacity train the checkpoint; its architecture stays the file's."""
     save_transformers_model("mixtral", tmp_path, router_aux_loss_coef=0.02)
     read = load_hf_config(tmp_path).moe
-    assert read is not None and (read.balance, read.aux_loss_coef, read.router_z_loss) == ("aux_loss", 0.02, 0.0)
+    assert read is not None and (read.balance, read.aux_loss_coef, read.router_z_loss) == (
+        "aux_loss",
+        0.02,
+        0.0,
+    )
     run = GPTConfig(
         ffn="moe",
         moe={"n_experts": 16, "top_k": 4, "balance": "bias", "router_z_loss": 0.003, "capacity_factor": 1.5},
@@ -183,5 +191,7 @@ def test_init_from_names_a_mismatched_moe(tmp_path: Path) -> None:
     save_transformers_model("olmoe", tmp_path)
     cfg = load_hf_config(tmp_path)
     other = GPTConfig(**cfg.to_dict() | {"qk_norm_scope": "head", "moe": cfg.to_dict()["moe"] | {"top_k": 1}})
-    with pytest.raises(ValueError, match=r"model\.qk_norm_scope='head' \(checkpoint: 'full'\).*model\.moe\.top_k=1"):
+    with pytest.raises(
+        ValueError, match=r"model\.qk_norm_scope='head' \(checkpoint: 'full'\).*model\.moe\.top_k=1"
+    ):
         init_from_hf(GPT(other), tmp_path)

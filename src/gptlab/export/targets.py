@@ -36,6 +36,7 @@ ATTENTION_OFF: dict[str, tuple[object, str]] = {
 def check_exportable(cfg: GPTConfig) -> str:
     """The HF architecture that reproduces `cfg` exactly (its model_type), else why none does."""
     targets = NAMES if cfg.ffn == "moe" else "LlamaForCausalLM or GPT2LMHeadModel"
+    every = "they" if cfg.ffn == "moe" else "both"
     if cfg.parametrization == "completep" and cfg.mup_base_depth != cfg.n_layer:
         raise ValueError(
             f"model.parametrization='completep' at model.n_layer={cfg.n_layer} != model.mup_base_depth="
@@ -52,7 +53,7 @@ def check_exportable(cfg: GPTConfig) -> str:
         )
     if cfg.norm == "dyt":
         raise ValueError(
-            f"model.norm='dyt' cannot be expressed by {targets} (Hugging Face has no DyT layer: they "
+            f"model.norm='dyt' cannot be expressed by {targets} (Hugging Face has no DyT layer: {every} "
             "normalise, with RMSNorm or LayerNorm); accepted: rmsnorm or layernorm"
         )
     if cfg.qk_norm and cfg.ffn != "moe":
@@ -63,7 +64,7 @@ def check_exportable(cfg: GPTConfig) -> str:
     if cfg.norm_placement != "pre":
         raise ValueError(
             f"model.norm_placement={cfg.norm_placement!r} cannot be expressed by "
-            f"{targets} (they are pre-norm); accepted: 'pre'"
+            f"{targets} ({every} are pre-norm); accepted: 'pre'"
         )
     for name, (off, why) in ATTENTION_OFF.items():
         if getattr(cfg, name) != off:
