@@ -97,9 +97,8 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
             f"accepted: mup_base_depth={hf_cfg.n_layer}, or parametrization=sp or mup"
         )
     moe = hf_cfg.moe
-    if (
-        moe is not None and base.ffn == "moe" and base.moe is not None
-    ):  # model/ffn=moe given: its training terms
+    given = base.ffn == "moe" and base.moe is not None  # model/ffn=moe given: its training terms train it
+    if moe is not None and given:
         moe = replace(moe, **{f: getattr(base.moe, f) for f in MOE_TRAINING_FIELDS})
     return replace(
         hf_cfg,
