@@ -195,3 +195,14 @@ def test_init_from_names_a_mismatched_moe(tmp_path: Path) -> None:
         ValueError, match=r"model\.qk_norm_scope='head' \(checkpoint: 'full'\).*model\.moe\.top_k=1"
     ):
         init_from_hf(GPT(other), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("preset", "kind"),
+    [("olmoe_1b_7b", "olmoe"), ("mixtral_8x7b", "mixtral"), ("qwen3_30b_a3b", "qwen3_moe")],
+)
+def test_each_published_moe_preset_exports_as_its_own_architecture(preset: str, kind: str) -> None:
+    """The presets of docs/moe.md's counting table are the HF models they name (config only: no weights)."""
+    from gptlab.analysis.params import config_from_overrides
+
+    assert check_exportable(config_from_overrides([f"model={preset}"])) == kind
