@@ -123,7 +123,7 @@ def init_from_hf(model: GPT, path: str | Path) -> None:
     wrong = [
         f"model.{f}={getattr(cfg, f)!r} (checkpoint: {getattr(ckpt_cfg, f)!r})"
         for f in _ARCH_FIELDS
-        if getattr(cfg, f) != getattr(ckpt_cfg, f)
+        if getattr(cfg, f) != getattr(ckpt_cfg, f) and (f != "qk_norm_scope" or cfg.qk_norm)
     ]
     if cfg.kv_heads != ckpt_cfg.kv_heads:  # null and n_head are the same multi-head attention
         wrong.append(
