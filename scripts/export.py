@@ -1,4 +1,4 @@
-"""Export a gptlab checkpoint as a Hugging Face directory (LlamaForCausalLM or GPT2LMHeadModel).
+"""Export a gptlab checkpoint as a Hugging Face directory (Llama, GPT-2; MoE: OLMoE, Mixtral, Qwen3-MoE).
 
 usage: python scripts/export.py ckpt_path=<run>/checkpoints/last.ckpt out_dir=<dir>
                                 [tokenizer_dir=<dir holding tokenizer.json>]

@@ -56,6 +56,10 @@ COMMANDS: dict[str, str] = {
     "python train.py model/ffn=moe": "tests/training/test_moe_run.py::test_moe_trains_and_the_bias_follows_the_rule",
     "python train.py model/ffn=moe model.moe.balance=bias": "tests/training/test_moe_run.py::test_moe_trains_and_the_bias_follows_the_rule",
     "python -m gptlab.analysis.params model=olmoe_1b_7b": "tests/model/test_moe_anchors.py::test_total_and_active_match_the_published_counts",
+    # docs/moe.md, "Hugging Face" (issue 47 item 7): the chain, with tiny sizes, in one test
+    "python train.py model/ffn=moe model.qk_norm=true model.qk_norm_scope=full model.moe.norm_topk=false hydra.run.dir=outputs/olmoe-demo": "tests/training/test_moe_hf_run.py::test_documented_moe_export_chain",
+    "python scripts/export.py ckpt_path=outputs/olmoe-demo/checkpoints/last.ckpt out_dir=outputs/olmoe-demo/hf": "tests/training/test_moe_hf_run.py::test_documented_moe_export_chain",
+    "python train.py model/ffn=moe model.init_from=outputs/olmoe-demo/hf hydra.run.dir=outputs/olmoe-demo-ft": "tests/training/test_moe_hf_run.py::test_documented_moe_export_chain",
     # docs/performance.md, "Planning a GPU run" (issue 22)
     "python scripts/plan.py model=llama_350m model.vocab_size=32000 model.block_size=2048 trainer=fsdp trainer.devices=8 plan.gpu=H100 plan.tokens=10e9": "tests/planning/test_plan_cli.py::test_a_plan_is_printed",
     "python scripts/plan.py trainer.precision=32-true model.activation_checkpointing=none plan.gpu=H200": "tests/planning/test_plan_cli.py::test_documented_checkpointing_numbers",

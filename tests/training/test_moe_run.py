@@ -113,17 +113,18 @@ def test_module_objective_adds_the_routing_penalty() -> None:
     torch.testing.assert_close(objective.detach(), expected.detach())
 
 
-def test_export_of_a_moe_model_is_refused_in_one_line() -> None:
-    """No current export target holds experts (issue 47 §7 would add OLMoE, Mixtral, Qwen3-MoE)."""
+def test_export_of_a_moe_model_picks_its_target_or_is_refused_in_one_line() -> None:
+    """model/ffn=moe's defaults are Mixtral's shape; a router no target has is refused by name
+    (every target and refusal: tests/export/test_hf_moe.py, tests/export/test_hf_moe_refusals.py)."""
     from gptlab.export.targets import check_exportable
     from gptlab.model import GPTConfig
 
+    assert check_exportable(GPTConfig(ffn="moe")) == "mixtral"
     with pytest.raises(ValueError) as err:
-        check_exportable(GPTConfig(ffn="moe"))
+        check_exportable(GPTConfig(ffn="moe", moe={"router": "sigmoid"}))
     assert str(err.value) == (
-        "model.ffn='moe' cannot be expressed by LlamaForCausalLM (its MLP is the SiLU-gated one); accepted: "
-        "'swiglu' (the other target, GPT2LMHeadModel, would need norm='layernorm', ffn='gelu_tanh', "
-        "pos_emb='learned', bias=True)"
+        "model.moe.router='sigmoid' cannot be expressed by OlmoeForCausalLM, MixtralForCausalLM or "
+        "Qwen3MoeForCausalLM (their routers score with a softmax over the experts); accepted: 'softmax'"
     )
 
 

@@ -1,6 +1,8 @@
-"""Hugging Face interop, both ways: a pre-norm GPT as LlamaForCausalLM or GPT2LMHeadModel, and back.
+"""Hugging Face interop, both ways: a pre-norm GPT as LlamaForCausalLM or GPT2LMHeadModel, a
+`model/ffn=moe` one as OlmoeForCausalLM, MixtralForCausalLM or Qwen3MoeForCausalLM, and back.
 
-targets (which architecture) → llama, gpt2 (names and config.json of each) → writer (export_hf),
+targets, moe_targets (which architecture) → llama, gpt2, olmoe, mixtral, qwen3_moe (names and
+config.json of each; moe_rules: what the MoE ones share) → writer (export_hf),
 reader (load_hf), init_from (model.init_from checks). Nothing here imports gptlab.checkpoints.
 """
 

@@ -24,6 +24,28 @@ _ARCH_FIELDS = (
     "tie_embeddings",
     "pos_emb",
     "bias",
+    "qk_norm",
+    "qk_norm_scope",
+    "attn_head_dim",
+)
+# model.moe.* fields that shape the function (must agree), and those that only train it, which
+# init_config takes from model.moe.* when model/ffn=moe is given (else from config.json and defaults)
+MOE_ARCH_FIELDS = (
+    "n_experts",
+    "top_k",
+    "expert_ffn",
+    "n_shared",
+    "router",
+    "norm_topk",
+    "first_dense_layers",
+)
+MOE_TRAINING_FIELDS = (
+    "balance",
+    "aux_loss_coef",
+    "bias_update_rate",
+    "router_z_loss",
+    "capacity_factor",
+    "impl",
 )
 
 
@@ -35,10 +57,11 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
     the tokenizer (`vocab_size`); a larger one is fine (the extra rows are never indexed).
     """
     hf_cfg = load_hf_config(path)
-    if base.qk_norm:  # the checkpoint's attention has no q/k norm: training it with one is a new model
+    if base.qk_norm and not hf_cfg.qk_norm:  # training the checkpoint with a q/k norm is a new model
         raise ValueError(
-            f"model.qk_norm=True cannot start from model.init_from={str(path)!r}: Llama and GPT-2 "
-            "checkpoints have no query/key norm; accepted: model.qk_norm=false with model.init_from"
+            f"model.qk_norm=True cannot start from model.init_from={str(path)!r}: its attention has no "
+            "query/key norm (Llama, GPT-2 and Mixtral checkpoints have none); accepted: "
+            "model.qk_norm=false with model.init_from"
         )
     if base.norm == "dyt":  # the checkpoint's norms are RMSNorm or LayerNorm: DyT is a new model
         raise ValueError(
@@ -73,8 +96,13 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
             f"CompleteP's function only at its base depth; got model.mup_base_depth={base.mup_base_depth}; "
             f"accepted: mup_base_depth={hf_cfg.n_layer}, or parametrization=sp or mup"
         )
+    moe = hf_cfg.moe
+    given = base.ffn == "moe" and base.moe is not None  # model/ffn=moe given: its training terms train it
+    if moe is not None and given:
+        moe = replace(moe, **{f: getattr(base.moe, f) for f in MOE_TRAINING_FIELDS})
     return replace(
         hf_cfg,
+        moe=moe,
         block_size=base.block_size,
         dropout=base.dropout,
         init_from=str(path),
@@ -95,14 +123,26 @@ def init_from_hf(model: GPT, path: str | Path) -> None:
     wrong = [
         f"model.{f}={getattr(cfg, f)!r} (checkpoint: {getattr(ckpt_cfg, f)!r})"
         for f in _ARCH_FIELDS
-        if getattr(cfg, f) != getattr(ckpt_cfg, f)
+        if getattr(cfg, f) != getattr(ckpt_cfg, f) and (f != "qk_norm_scope" or cfg.qk_norm)
     ]
     if cfg.kv_heads != ckpt_cfg.kv_heads:  # null and n_head are the same multi-head attention
         wrong.append(
             f"model.n_kv_head={cfg.n_kv_head!r} gives {cfg.kv_heads} key/value heads "
             f"(checkpoint: {ckpt_cfg.kv_heads})"
         )
-    if cfg.hidden_dim != ckpt_cfg.hidden_dim:
+    if cfg.moe is not None and ckpt_cfg.moe is not None:
+        wrong += [
+            f"model.moe.{f}={getattr(cfg.moe, f)!r} (checkpoint: {getattr(ckpt_cfg.moe, f)!r})"
+            for f in MOE_ARCH_FIELDS
+            if getattr(cfg.moe, f) != getattr(ckpt_cfg.moe, f)
+        ]
+        if cfg.expert_hidden != ckpt_cfg.expert_hidden:
+            wrong.append(
+                f"model.moe.expert_hidden={cfg.moe.expert_hidden!r} gives width {cfg.expert_hidden} "
+                f"(checkpoint: {ckpt_cfg.expert_hidden})"
+            )
+    dense = [c.ffn != "moe" or (c.moe is not None and c.moe.first_dense_layers > 0) for c in (cfg, ckpt_cfg)]
+    if any(dense) and cfg.hidden_dim != ckpt_cfg.hidden_dim:
         wrong.append(
             f"model.ffn_hidden={cfg.ffn_hidden!r} gives width {cfg.hidden_dim} "
             f"(checkpoint: {ckpt_cfg.hidden_dim})"

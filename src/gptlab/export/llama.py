@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gptlab.export.hf_config import refuse, require
+from gptlab.export.hf_config import refuse, require, rope_attention_fields
 from gptlab.export.rules import Rule
 from gptlab.model.config import GPTConfig
 
@@ -81,43 +81,10 @@ def config_keys(cfg: GPTConfig) -> dict[str, Any]:
 
 def config_fields(hf: Mapping[str, Any], where: Path) -> dict[str, Any]:
     """GPTConfig fields of a config.json (transformers 4 or 5 spelling); ffn_hidden is the width."""
-    n_embd, n_head = require(hf, "hidden_size", where), require(hf, "num_attention_heads", where)
-    kv_heads = hf.get("num_key_value_heads")
-    # absent or null: multi-head, as transformers reads it; 0 is not (it was, as `or n_head` read it)
-    kv_heads = n_head if kv_heads is None else kv_heads
-    counts = isinstance(kv_heads, int) and not isinstance(kv_heads, bool) and kv_heads >= 1
-    if isinstance(n_head, int) and (not counts or n_head % kv_heads):
-        raise refuse(
-            where,
-            "num_key_value_heads",
-            kv_heads,
-            f"does not divide num_attention_heads={n_head} into groups of query heads"
-            if counts
-            else "is not a number of key/value heads",
-            f"a divisor of {n_head} (grouped-query; 1: multi-query; {n_head} or null: multi-head)",
-        )
-    head_dim = hf.get("head_dim")
-    if head_dim is not None and isinstance(n_head, int) and head_dim * n_head != n_embd:
-        raise refuse(
-            where,
-            "head_dim",
-            head_dim,
-            "differs from hidden_size/num_attention_heads, which gptlab always uses",
-            f"{n_embd}/{n_head}",
-        )
+    attention = rope_attention_fields(hf, where)
     act = hf.get("hidden_act", "silu")
     if act not in ("silu", "swish"):
         raise refuse(where, "hidden_act", act, "is not SwiGLU's SiLU", "'silu'")
-    rope_key = "rope_parameters" if hf.get("rope_parameters") else "rope_scaling"
-    rope = hf.get(rope_key) or {}
-    if not isinstance(rope, Mapping):
-        raise refuse(where, rope_key, rope, "is not an object", "null or a JSON object")
-    rope_type = rope.get("rope_type", rope.get("type", "default"))
-    if rope_type != "default":
-        raise refuse(where, f"{rope_key}.rope_type", rope_type, "scales RoPE", "'default'")
-    partial = rope.get("partial_rotary_factor", hf.get("partial_rotary_factor", 1.0))
-    if partial not in (None, 1, 1.0):
-        raise refuse(where, "partial_rotary_factor", partial, "rotates part of a head", "1.0")
     attention_bias = bool(hf.get("attention_bias", False))
     mlp_bias = bool(hf.get("mlp_bias", False))
     if attention_bias != mlp_bias:
@@ -132,16 +99,13 @@ def config_fields(hf: Mapping[str, Any], where: Path) -> dict[str, Any]:
         "vocab_size": require(hf, "vocab_size", where),
         "block_size": hf.get("max_position_embeddings", 2048),
         "n_layer": require(hf, "num_hidden_layers", where),
-        "n_head": n_head,
-        "n_kv_head": None if kv_heads == n_head else kv_heads,  # null: multi-head, as gptlab writes it
-        "n_embd": n_embd,
+        **attention,
         "norm": "rmsnorm",
         "norm_eps": hf.get("rms_norm_eps", 1e-6),
         "ffn": "swiglu",
         "ffn_hidden": require(hf, "intermediate_size", where),
         "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
         "pos_emb": "rope",
-        "rope_theta": rope.get("rope_theta", hf.get("rope_theta", 10000.0)),
         "bias": attention_bias,
         "dropout": hf.get("attention_dropout", 0.0),
         "init_std": hf.get("initializer_range", 0.02),

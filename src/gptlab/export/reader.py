@@ -1,4 +1,5 @@
-"""Read a local Llama or GPT-2 directory as a GPTConfig and a state_dict in gptlab's names.
+"""Read a local HF directory (Llama, GPT-2, OLMoE, Mixtral, Qwen3-MoE) as a GPTConfig and a state_dict
+in gptlab's names.
 
 Every tensor is checked against the shape the config implies, and anything missing or extra is
 named, so a mismatched checkpoint fails here in one line rather than in load_state_dict.
@@ -13,6 +14,7 @@ from pathlib import Path
 import torch
 
 from gptlab.export.hf_config import gpt_config
+from gptlab.export.moe_rules import routing_biases
 from gptlab.export.rules import from_hf, gpt_shapes, hf_shape, short
 from gptlab.export.targets import ARCHS, MODEL_TYPES
 from gptlab.export.weights import read_weights
@@ -34,6 +36,7 @@ def _state_dict_from_hf(
     out: dict[str, torch.Tensor] = {}
     missing: list[str] = []
     wrong: list[str] = []
+    experts: dict[str, dict[int, torch.Tensor]] = {}
     rules = arch.rules(cfg)
     for rule in rules:
         if rule.hf not in hf:
@@ -45,7 +48,10 @@ def _state_dict_from_hf(
             wrong.append(f"{rule.hf} has shape {got}, expected {want}")
             continue
         for name, tensor in zip(rule.ours, from_hf(rule.op, hf[rule.hf]), strict=True):
-            out[name] = tensor.contiguous()
+            if rule.index is None:
+                out[name] = tensor.contiguous()
+            else:  # one expert of a MoE stack: stacked below, in expert order
+                experts.setdefault(name, {})[rule.index] = tensor
     consumed = {rule.hf for rule in rules}
     if cfg.tie_embeddings:
         consumed.add("lm_head.weight")  # some tied checkpoints store the head too; HF ignores it
@@ -63,6 +69,9 @@ def _state_dict_from_hf(
         )
     if cfg.tie_embeddings:
         out["lm_head.weight"] = out["tok_emb.weight"]
+    for name, parts in experts.items():
+        out[name] = torch.stack([parts[e] for e in sorted(parts)]).contiguous()
+    out |= routing_biases(expected)  # HF's routers have none: the balancing bias starts at zero
     if set(out) != set(expected):  # the map and the model disagree: a bug here, not in the input
         raise ValueError(f"internal: {kind} map misses {sorted(set(expected) ^ set(out))}")
     return out
@@ -94,12 +103,12 @@ def _read_hf_config(path: str | Path) -> tuple[GPTConfig, str, Path]:
 
 
 def load_hf_config(path: str | Path) -> GPTConfig:
-    """The GPTConfig of a local Llama or GPT-2 directory, without reading its weights."""
+    """The GPTConfig of a local HF directory (any model_type of targets.ARCHS), without its weights."""
     return _read_hf_config(path)[0]
 
 
 def load_hf(path: str | Path) -> tuple[GPTConfig, dict[str, torch.Tensor]]:
-    """Read a local Llama or GPT-2 directory as a GPTConfig and a state_dict in gptlab's names."""
+    """Read a local HF directory as a GPTConfig and a state_dict in gptlab's names."""
     cfg, kind, root = _read_hf_config(path)
     return cfg, _state_dict_from_hf(read_weights(root), cfg, kind, root)
 

@@ -1,7 +1,7 @@
 """The tensor map's shared parts: one rule per HF tensor, its layout ops, and GPT(cfg)'s shapes.
 
 A rule names one HF tensor and the gptlab tensors it is made of, so export and import read the same
-table (`llama.rules`, `gpt2.rules`) in opposite directions.
+table (`llama.rules`, `gpt2.rules`, the MoE targets' in moe_rules) in opposite directions.
 """
 
 from __future__ import annotations
@@ -20,11 +20,16 @@ class Rule:
 
     hf: str
     ours: tuple[str, ...]
-    op: str = "copy"  # copy | t (GPT-2 Conv1D stores W transposed) | qkv_w, qkv_b (fused c_attn)
+    # copy | t (GPT-2 Conv1D stores W transposed) | qkv_w, qkv_b (fused c_attn) | expert_t (expert
+    # `index` of a MoE (E, in, out) stack, stored by HF per expert as an (out, in) Linear weight)
+    op: str = "copy"
+    index: int | None = None
 
 
-def to_hf(op: str, tensors: list[torch.Tensor]) -> torch.Tensor:
+def to_hf(op: str, tensors: list[torch.Tensor], index: int | None = None) -> torch.Tensor:
     """Build one HF tensor from its gptlab parts."""
+    if op == "expert_t":
+        return tensors[0][index].t()
     if op == "copy":
         return tensors[0]
     if op == "t":
@@ -35,7 +40,10 @@ def to_hf(op: str, tensors: list[torch.Tensor]) -> torch.Tensor:
 
 
 def from_hf(op: str, tensor: torch.Tensor) -> list[torch.Tensor]:
-    """Split one HF tensor back into its gptlab parts (the inverse of `to_hf`)."""
+    """Split one HF tensor back into its gptlab parts (the inverse of `to_hf`; expert_t gives the one
+    expert's slice, which the reader stacks)."""
+    if op == "expert_t":
+        return [tensor.t()]
     if op == "copy":
         return [tensor]
     if op == "t":
@@ -47,6 +55,8 @@ def from_hf(op: str, tensor: torch.Tensor) -> list[torch.Tensor]:
 
 def hf_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     """The shape HF must store for a rule, given the gptlab shapes it is made of."""
+    if op == "expert_t":
+        return tuple(reversed(shapes[0][1:]))
     if op == "copy":
         return shapes[0]
     if op == "t":

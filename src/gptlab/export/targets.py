@@ -1,7 +1,8 @@
 """Which HF architecture reproduces a config exactly, and each architecture's module by name.
 
-Only LlamaForCausalLM and GPT2LMHeadModel are targets because only they reproduce gptlab's blocks
-exactly; each lives in its own module (`llama.py`, `gpt2.py`) with its names and config.json.
+Dense models go to LlamaForCausalLM or GPT2LMHeadModel, `model/ffn=moe` ones to OLMoE, Mixtral or
+Qwen3-MoE (moe_targets), because only these reproduce gptlab's blocks exactly; each lives in its own
+module (`llama.py`, `gpt2.py`, `olmoe.py`, `mixtral.py`, `qwen3_moe.py`) with its names and config.json.
 """
 
 from __future__ import annotations
@@ -9,9 +10,12 @@ from __future__ import annotations
 from types import ModuleType
 
 from gptlab.export import gpt2, llama
+from gptlab.export.moe_targets import MOE_ARCHS, NAMES, moe_kind
 from gptlab.model.config import GPTConfig
 
-ARCHS: dict[str, ModuleType] = {llama.KIND: llama, gpt2.KIND: gpt2}  # tried in this order
+DENSE_ARCHS: dict[str, ModuleType] = {llama.KIND: llama, gpt2.KIND: gpt2}  # tried in this order
+DENSE_TYPES = tuple(DENSE_ARCHS)
+ARCHS: dict[str, ModuleType] = DENSE_ARCHS | MOE_ARCHS
 MODEL_TYPES = tuple(ARCHS)
 ARCHITECTURES = {kind: arch.ARCHITECTURE for kind, arch in ARCHS.items()}
 # attention switches neither target has (field: its off value, what the targets lack); pos_emb=none
@@ -30,27 +34,29 @@ ATTENTION_OFF: dict[str, tuple[object, str]] = {
 
 
 def check_exportable(cfg: GPTConfig) -> str:
-    """The HF architecture that reproduces `cfg` exactly ('llama' or 'gpt2'), else why none does."""
+    """The HF architecture that reproduces `cfg` exactly (its model_type), else why none does."""
+    targets = NAMES if cfg.ffn == "moe" else "LlamaForCausalLM or GPT2LMHeadModel"
+    every = "they" if cfg.ffn == "moe" else "both"
     if cfg.parametrization == "completep" and cfg.mup_base_depth != cfg.n_layer:
         raise ValueError(
             f"model.parametrization='completep' at model.n_layer={cfg.n_layer} != model.mup_base_depth="
-            f"{cfg.mup_base_depth} cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel (no "
+            f"{cfg.mup_base_depth} cannot be expressed by {targets} (no "
             "residual-branch multiplier there); accepted: parametrization sp, or completep at its base "
             "depth and width (where it equals SP)"
         )
     if cfg.uses_mup and cfg.mup_base_width != cfg.n_embd:
         raise ValueError(
             f"model.parametrization={cfg.parametrization!r} at model.n_embd={cfg.n_embd} != "
-            f"model.mup_base_width={cfg.mup_base_width} cannot be expressed by LlamaForCausalLM or "
-            "GPT2LMHeadModel (no output multiplier or 1/d_head attention scale there); accepted: "
+            f"model.mup_base_width={cfg.mup_base_width} cannot be expressed by {targets} "
+            "(no output multiplier or 1/d_head attention scale there); accepted: "
             "parametrization sp, or mup at its base width (where it equals SP)"
         )
     if cfg.norm == "dyt":
         raise ValueError(
-            "model.norm='dyt' cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel (Hugging Face "
-            "has no DyT layer: both normalise, with RMSNorm or LayerNorm); accepted: rmsnorm or layernorm"
+            f"model.norm='dyt' cannot be expressed by {targets} (Hugging Face has no DyT layer: {every} "
+            "normalise, with RMSNorm or LayerNorm); accepted: rmsnorm or layernorm"
         )
-    if cfg.qk_norm:
+    if cfg.qk_norm and cfg.ffn != "moe":
         raise ValueError(
             "model.qk_norm=True cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel "
             "(neither normalises queries and keys); accepted: false"
@@ -58,24 +64,26 @@ def check_exportable(cfg: GPTConfig) -> str:
     if cfg.norm_placement != "pre":
         raise ValueError(
             f"model.norm_placement={cfg.norm_placement!r} cannot be expressed by "
-            "LlamaForCausalLM or GPT2LMHeadModel (both are pre-norm); accepted: 'pre'"
+            f"{targets} ({every} are pre-norm); accepted: 'pre'"
         )
     for name, (off, why) in ATTENTION_OFF.items():
         if getattr(cfg, name) != off:
             raise ValueError(
-                f"model.{name}={getattr(cfg, name)!r} cannot be expressed by LlamaForCausalLM or "
-                f"GPT2LMHeadModel ({why}); accepted: {off!r}"
+                f"model.{name}={getattr(cfg, name)!r} cannot be expressed by {targets} ({why}); "
+                f"accepted: {off!r}"
             )
-    misses = {kind: _misses(cfg, arch) for kind, arch in ARCHS.items()}
-    for kind in MODEL_TYPES:
+    if cfg.ffn == "moe":
+        return moe_kind(cfg)
+    misses = {kind: _misses(cfg, arch) for kind, arch in DENSE_ARCHS.items()}
+    for kind in DENSE_TYPES:
         if not misses[kind]:
             return kind
     # Blame the nearer target; on a tie, the one whose position encoding already matches.
     near = min(
-        MODEL_TYPES,
+        DENSE_TYPES,
         key=lambda k: (len(misses[k]), cfg.pos_emb != ARCHS[k].REQUIRED["pos_emb"][0]),
     )
-    other = next(k for k in MODEL_TYPES if k != near)
+    other = next(k for k in DENSE_TYPES if k != near)
     reasons = "; ".join(
         f"model.{name}={value!r} cannot be expressed by {ARCHITECTURES[near]} ({why}); accepted: {want!r}"
         for name, value, want, why in misses[near]

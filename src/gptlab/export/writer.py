@@ -20,6 +20,8 @@ from gptlab.data.tokenizer_files import (
     special_tokens,
 )
 from gptlab.export.hf_config import common_keys
+from gptlab.export.moe_rules import zero_bias
+from gptlab.export.moe_targets import NAMES
 from gptlab.export.rules import short, to_hf
 from gptlab.export.targets import ARCHS, check_exportable
 from gptlab.export.weights import WEIGHT_FILES
@@ -51,10 +53,11 @@ def export_hf(model: GPT, out_dir: str | Path, tokenizer_dir: str | Path | None 
     """Write `model` as a transformers directory: config.json, model.safetensors, tokenizer."""
     cfg = model.cfg
     kind = check_exportable(cfg)
+    targets = NAMES if cfg.ffn == "moe" else "LlamaForCausalLM or GPT2LMHeadModel"
     if model.documents is not None:  # a property of the run's data, kept on the model, not in cfg
         raise ValueError(
             f"data.document_mask=true (attention stops at each end-of-text id {model.documents.eot}) "
-            "cannot be expressed by LlamaForCausalLM or GPT2LMHeadModel (no config field stops "
+            f"cannot be expressed by {targets} (no config field stops "
             "attention at a document boundary: they see every earlier token); accepted: a checkpoint "
             "trained with data.document_mask=false"
         )
@@ -69,14 +72,14 @@ def export_hf(model: GPT, out_dir: str | Path, tokenizer_dir: str | Path | None 
             f"model lacks tensors its config implies for {arch.ARCHITECTURE}: {short(missing, 8)}; "
             "was model.cfg changed after construction?"
         )
-    spare = sorted(set(ours) - used - ({"lm_head.weight"} if cfg.tie_embeddings else set()))
+    spare = sorted(set(ours) - used - ({"lm_head.weight"} if cfg.tie_embeddings else set()) - zero_bias(ours))
     if spare:
         raise ValueError(
             f"model tensors {short(spare, 8)} have no place in {arch.ARCHITECTURE}; "
             "was model.cfg changed after construction?"
         )
     tensors = {
-        rule.hf: to_hf(rule.op, [ours[n].detach() for n in rule.ours]).to("cpu").contiguous()
+        rule.hf: to_hf(rule.op, [ours[n].detach() for n in rule.ours], rule.index).to("cpu").contiguous()
         for rule in rules
     }
     out = Path(out_dir)

@@ -66,7 +66,8 @@ class CausalSelfAttention(nn.Module):
     """q/k/v projections, SDPA with the 1/sqrt(d_head) scale (μP: 1/d_head), and out_proj (W_O).
 
     With `qk_norm`, queries and keys are RMS-normalised per head (one gain of size d_head each, shared
-    by the heads) before RoPE: the logits q·k/√d_h can then no longer grow with the weights' scale.
+    by the heads; qk_norm_scope=full: over the whole projection, OLMoE's form) before RoPE: the
+    logits q·k/√d_h can then no longer grow with the weights' scale.
     With `keep_qk` (telemetry, on its log steps only) the forward also leaves the q and k it gave SDPA
     in `kept_qk`, and its mask in `kept_mask` (the statistics cover only the pairs it attends):
     SDPA saves them for backward anyway, so this costs no memory and no kernel change.
@@ -90,8 +91,11 @@ class CausalSelfAttention(nn.Module):
         self.k_proj = nn.Linear(d, kv, bias=cfg.bias)
         self.v_proj = nn.Linear(d, kv, bias=cfg.bias)
         self.out_proj = nn.Linear(cfg.n_head * cfg.head_dim, d, bias=cfg.bias)
-        self.q_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
-        self.k_norm = nn.RMSNorm(cfg.head_dim, eps=cfg.norm_eps) if cfg.qk_norm else None
+        # qk_norm_scope=full (OLMoE) normalises the whole q and k projections, before the head split
+        self.qk_full = cfg.qk_norm_scope == "full"
+        q_width, k_width = (cfg.n_head * cfg.head_dim, kv) if self.qk_full else (cfg.head_dim,) * 2
+        self.q_norm = nn.RMSNorm(q_width, eps=cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = nn.RMSNorm(k_width, eps=cfg.norm_eps) if cfg.qk_norm else None
         gate_width = {"none": 0, "headwise": cfg.n_head, "elementwise": cfg.n_head * cfg.head_dim}[
             cfg.attn_gate
         ]
@@ -103,18 +107,23 @@ class CausalSelfAttention(nn.Module):
         self.kept_mask: torch.Tensor | None = None  # the mask beside kept_qk (None: causal)
         self.kept_gate: torch.Tensor | None = None  # the gate's values, on the same steps as kept_qk
 
-    def heads(self, proj: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, C) → (B, H, T, Dh) through one projection (H: its output width / Dh)."""
+    def heads(self, proj: nn.Linear, x: torch.Tensor, norm: nn.Module | None = None) -> torch.Tensor:
+        """(B, T, C) → (B, H, T, Dh) through one projection (H: its output width / Dh), normed over
+        the whole projection first when given `norm` (qk_norm_scope=full)."""
         B, T, _ = x.shape
-        return proj(x).view(B, T, -1, self.head_dim).transpose(1, 2)
+        y = proj(x) if norm is None else norm(proj(x))
+        return y.view(B, T, -1, self.head_dim).transpose(1, 2)
 
     def queries_keys(
         self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """q and k as SDPA sees them: QK-norm, then RoPE."""
-        q, k = self.heads(self.q_proj, x), self.heads(self.k_proj, x)
-        if self.q_norm is not None and self.k_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
+        if self.qk_full:
+            q, k = self.heads(self.q_proj, x, self.q_norm), self.heads(self.k_proj, x, self.k_norm)
+        else:
+            q, k = self.heads(self.q_proj, x), self.heads(self.k_proj, x)
+            if self.q_norm is not None and self.k_norm is not None:
+                q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:  # (≥T, r) tables, or (B, 1, T, r) per-token positions (documents)
             T = x.shape[1]
             cos, sin = rope[0][..., :T, :].to(q.dtype), rope[1][..., :T, :].to(q.dtype)

@@ -16,6 +16,7 @@ GATED_FFNS = ("swiglu", "geglu", "reglu")
 UNGATED_FFNS = ("gelu", "gelu_tanh", "relu")
 FFNS = GATED_FFNS + UNGATED_FFNS  # the dense FFNs; `moe` (model/moe.py) mixes experts of one of them
 POS_EMBS = ("rope", "learned", "none")  # none: no position signal but the causal mask (NoPE)
+QK_NORM_SCOPES = ("head", "full")  # qk_norm per head or over the whole projection (model/attention.py)
 ATTN_GATES = ("none", "headwise", "elementwise")  # sigmoid gate on each head's output (model/attention.py)
 DEPTH_SCALES = ("none", "global", "per_layer")
 INIT_STD_RULE = "1/sqrt(d)"
@@ -76,6 +77,9 @@ class GPTConfig:
     bias: bool = False
     dropout: float = 0.0
     qk_norm: bool = False  # RMSNorm per head on queries and keys, before RoPE (OLMo-2; Dehghani et al.)
+    # what qk_norm normalises over: each head's d_head (Qwen3, one gain of d_head shared by the heads),
+    # or all heads' concatenated projection at once (OLMoE: gains of n_head·d_head and n_kv_head·d_head)
+    qk_norm_scope: str = "head"
     init_std: Any = 0.02  # a number, or the string "1/sqrt(d)"
     depth_scaled_init: str = "global"
     init_from: str | None = None  # a local Hugging Face directory (Llama or GPT-2) to start from
@@ -160,6 +164,7 @@ class GPTConfig:
             raise ValueError(f"model.dropout={self.dropout!r} must be in [0, 1)")
         if not isinstance(self.qk_norm, bool):
             raise ValueError(f"model.qk_norm={self.qk_norm!r} is not accepted; give true or false")
+        _choice("qk_norm_scope", self.qk_norm_scope, QK_NORM_SCOPES)
         if isinstance(self.init_std, str):
             if self.init_std != INIT_STD_RULE:
                 raise ValueError(
