@@ -502,10 +502,10 @@ MUTANTS: list[Mutant] = [
            "σ from step-to-step differences without the 1/√2: spikes need 6√2 σ"),
     Mutant("spike_warmup_one_late", "training/callbacks/spikes.py", "self.seen >= self.warmup",
            "self.seen > self.warmup", "spikes watched from one step after warmup_steps"),
-    Mutant("spike_blocks_rose_least", "training/callbacks/spikes.py", "reverse=True)[:top]",
-           "reverse=False)[:top]",
+    Mutant("spike_blocks_rose_least", "training/callbacks/spike_culprits.py", "reverse=True)[:top]\n",
+           "reverse=False)[:top]\n",
            "a spike record's blocks are those whose gradient norm rose least"),
-    Mutant("spike_block_ratio_inverted", "training/callbacks/spikes.py",
+    Mutant("spike_block_ratio_inverted", "training/callbacks/spike_culprits.py",
            "ratio = now / before if before else None", "ratio = before / now if now else None",
            "a spike record's gradient-norm ratio is before/after: the blocks that jumped rank last"),
     Mutant("ladder_trend_unresolved_unmarked", "analysis/ladder/fit.py", "    if not last.excludes_zero:\n",
@@ -962,6 +962,13 @@ MUTANTS: list[Mutant] = [
     Mutant("export_moved_routing_bias_dropped", "export/moe_rules.py",
            "moved = sorted(n for n in names if bool(ours[n].detach().ne(0).any()))", "moved: list[str] = []",
            "a nonzero expert_bias (it routes) is silently left out of the export"),
+    # ---- spike forensics name the router (lead, r7): issue 47 item 4 ----
+    Mutant("spike_routers_rose_least", "training/callbacks/spike_culprits.py",
+           "reverse=True)[:top]  # the largest", "reverse=False)[:top]  # the largest",
+           "a spike record's routers are those whose balance moved least"),
+    Mutant("spike_router_ratio_inverted", "training/callbacks/spike_culprits.py",
+           '"load_ratio": load / before if before', '"load_ratio": before / load if before',
+           "a spike record's load ratio is before/after: the router that broke ranks last"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pytest
 
+from gptlab.training.callbacks import spike_culprits as culprits
 from gptlab.training.callbacks.spikes import SpikeWatch
 from tests.training.callbacks.test_spike_skip_bound import feed
 
@@ -73,6 +74,28 @@ def test_the_blocks_named_are_those_whose_gradient_norm_rose_most() -> None:
     rise = {b: at[f"grad_norm/{b}"] / before[f"grad_norm/{b}"] for b in blocks}
     expected = sorted(blocks, key=lambda b: -rise[b])[:3]
     assert expected == ["block_01", "block_03", "block_00"]
-    rows = SpikeWatch._blocks(telemetry, 24)
+    rows = culprits.blocks(telemetry, 24)
     assert [r["block"] for r in rows] == expected
     assert [r["grad_norm_ratio"] for r in rows] == pytest.approx([rise[b] for b in expected])
+
+
+def test_the_routers_named_are_those_whose_balance_moved_most() -> None:
+    """Under MoE, per layer max/mean load at the spike over its last logged value, written out here:
+    1.1, 3.0 and 0.8 times; the record names them largest rise first, with the layer's own numbers."""
+    from types import SimpleNamespace
+
+    moe = ["block_01", "block_02", "block_03"]
+    before = {f"moe/{b}/max_over_mean_load": v for b, v in zip(moe, [1.5, 1.2, 2.0], strict=True)}
+    at = {f"moe/{b}/max_over_mean_load": v for b, v in zip(moe, [1.65, 3.6, 1.6], strict=True)}
+    at |= {f"moe/{b}/router_entropy": 1.0 + i for i, b in enumerate(moe)} | {"grad_norm/block_00": 1.0}
+    telemetry = SimpleNamespace(history=[(0, {}), (10, before), (24, at)], blocks=["block_00", *moe])
+    rows = culprits.routers(telemetry, 24)
+    assert [r["block"] for r in rows] == ["block_02", "block_01", "block_03"]
+    assert [r["load_ratio"] for r in rows] == pytest.approx([3.6 / 1.2, 1.65 / 1.5, 1.6 / 2.0])
+    assert rows[0]["router_entropy"] == 2.0 and rows[0]["max_over_mean_load"] == 3.6
+    assert (
+        culprits.routers(
+            SimpleNamespace(history=[(24, {"grad_norm/block_00": 1.0})], blocks=["block_00"]), 24
+        )
+        == []
+    )

@@ -9,6 +9,7 @@ numpy one-liner, must give the batch the loader produced before the corruption.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.training.rel_harness import train_here, with_callbacks
+from tests.training.rel_harness import csv_rows, train_here, with_callbacks
 
 CORRUPT, STEPS = 24, 30
 SPIKES = [
@@ -95,3 +96,43 @@ def test_one_corrupted_batch_gives_one_spike_record(
     moved = not torch.equal(corrupt.before, corrupt.after)
     assert record["update_dropped"] is (policy == "skip")
     assert moved is (policy == "record")  # skip: the corrupted step's update never reached the weights
+
+
+class CorruptAndBreakRouter(Corrupt):
+    """Step CORRUPT's batch as above, and block 1's router zeroed: every score ties, so top-k sends
+    all tokens to the same experts and that layer's max/mean load jumps while block 0's does not."""
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        super().on_train_batch_start(trainer, pl_module, batch, batch_idx)
+        if trainer.global_step == CORRUPT:
+            with torch.no_grad():
+                pl_module.model.blocks[1].ffn.router.weight.zero_()
+
+
+def test_a_spike_under_moe_names_the_router_that_broke(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_callbacks(monkeypatch, CorruptAndBreakRouter())
+    run = tmp_path / "run"
+    moe = [
+        "model/ffn=moe",
+        "model.moe.n_experts=8",
+        "model.moe.top_k=1",
+        "callbacks.telemetry.every_n_steps=2",
+    ]
+    result = train_here(run, cache, *SPIKES, *moe)
+    record = json.loads((run / "spikes" / f"step_{CORRUPT}.json").read_text())
+    named = [r["block"] for r in record["routers"]]
+    assert named == ["block_01", "block_00"] and result["first_spike_routers"] == named
+    broken = record["routers"][0]
+    at = record["telemetry"][str(CORRUPT)]
+    load = at["moe/block_01/max_over_mean_load"]
+    assert broken["max_over_mean_load"] == load == pytest.approx(8.0)  # all on one expert: 8 / 1
+    assert broken["router_entropy"] == pytest.approx(math.log(8), rel=1e-5)  # every score tied
+    logged = {
+        int(r["step"]): float(r["moe/block_01/max_over_mean_load"])
+        for r in csv_rows(run)
+        if r.get("moe/block_01/max_over_mean_load")
+    }
+    before = max(s for s in logged if s < CORRUPT)
+    assert broken["load_ratio"] == pytest.approx(8.0 / logged[before]), (before, logged)

@@ -13,9 +13,11 @@ the EMA restarts at its loss (σ, the noise level, is kept). On a spike at step 
   (act_rms, attention logits, output logits) come from a second forward of step N's last micro-batch,
   with the same weights and RNG state (not under FSDP: there, from step N+1 only);
 - `spikes/step_<N>.json` gets the loss, EMA, σ, the per-block telemetry of N and N+1, the blocks whose
-  gradient norm jumped most, and the windows of the step's global batch (in stream order), with what
-  reads them back (`token_file`, `dtype`, `block_size`; for `data.source=tokens`, `segments` of the
-  user's shards instead of one file, concatenated in order)::
+  gradient norm jumped most, under model/ffn=moe the MoE layers whose max/mean load jumped most
+  (`routers`: the router's layer, its load ratio, entropy, dead experts, aux and z losses), and the
+  windows of the step's global batch (in stream order), with what reads them back (`token_file`,
+  `dtype`, `block_size`; for `data.source=tokens`, `segments` of the user's shards instead of one
+  file, concatenated in order)::
 
       python -c "import json,numpy as np; r=json.load(open('spikes/step_120.json')); d=r['data']; \\
       t=np.memmap(d['token_file'],dtype=d['dtype'],mode='r'); b=d['block_size']; \\
@@ -26,7 +28,8 @@ the EMA restarts at its loss (σ, the noise level, is kept). On a spike at step 
   count in `train/skipped_steps` (NonFiniteMonitor logs it); `record` (the default) only records.
 
 metrics.json gets `n_spikes`, `spike_steps`, `first_spike_step`, `first_spike_blocks`,
-`spike_updates_dropped` and `spike_rebaseline_steps` (RunSummary reads `summary_fields`). No host sync:
+`first_spike_routers`, `spike_updates_dropped` and `spike_rebaseline_steps` (RunSummary reads
+`summary_fields`). No host sync:
 on a CPU the loss is read every step (free there); on a GPU it is copied to pinned memory asynchronously
 behind a CUDA event, and each step's loss is judged, in step order, once its event has completed:
 usually one step late, so there a record's telemetry (`telemetry_steps`) is of the step the host is on
@@ -49,6 +52,8 @@ from typing import Any
 
 import lightning as L
 import torch
+
+from gptlab.training.callbacks import spike_culprits as culprits
 
 log = logging.getLogger(__name__)
 SPIKE_POLICIES = ("record", "skip")
@@ -325,40 +330,9 @@ class SpikeWatch(L.Callback):
         history = dict(telemetry.history) if telemetry is not None else {}
         steps = record["telemetry_steps"]
         record["telemetry"] = {str(s): history[s] for s in steps if s in history}
-        record["blocks"] = self._blocks(telemetry, steps[0])
+        record["blocks"] = culprits.blocks(telemetry, steps[0])
+        record["routers"] = culprits.routers(telemetry, steps[0])
         self._write(record)
-
-    @staticmethod
-    def _blocks(telemetry: Any, step: int, top: int = 3) -> list[dict[str, Any]]:
-        """The blocks whose gradient norm at the spike rose most over their last logged value
-        before it (the largest norms when nothing was logged before)."""
-        if telemetry is None:
-            return []
-        history = dict(telemetry.history)
-        at = history.get(step)
-        if at is None:
-            return []
-        earlier = [m for s, m in telemetry.history if s < step]
-        rows = []
-        for b in telemetry.blocks:
-            now = at.get(f"grad_norm/{b}", float("nan"))
-            before = earlier[-1].get(f"grad_norm/{b}") if earlier else None
-            ratio = now / before if before else None
-            rows.append(
-                {
-                    "block": b,
-                    "grad_norm": now,
-                    "grad_norm_ratio": ratio,
-                    "attn_logit_max": at.get(f"attn_logit_max/{b}"),
-                    "update_ratio": at.get(f"update_ratio/{b}"),
-                }
-            )
-
-        def key(r: dict[str, Any]) -> float:
-            v = r["grad_norm_ratio"] if r["grad_norm_ratio"] is not None else r["grad_norm"]
-            return v if v == v else -math.inf
-
-        return sorted(rows, key=key, reverse=True)[:top]
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.dir is None or not _rank_zero():
@@ -375,6 +349,7 @@ class SpikeWatch(L.Callback):
             "spike_steps": [r["step"] for r in self.spikes],
             "first_spike_step": first["step"] if first else None,
             "first_spike_blocks": [b["block"] for b in first.get("blocks", [])] if first else [],
+            "first_spike_routers": [r["block"] for r in first.get("routers", [])] if first else [],
             "spike_updates_dropped": self.dropped,
             "spike_rebaseline_steps": list(self.rebaselines),
         }
