@@ -1,23 +1,25 @@
-"""model/ffn=moe (balance=bias): 2-process gloo DDP against one process at the same global batch of 4
-windows under gradient accumulation 2 (issue 47 item 5): the losses, the final weights, the expert bias
-(moved by loads all-reduced over ranks) and the moe/* telemetry (loads summed over ranks) agree.
+"""model/ffn=moe (balance=bias): 2-process gloo DDP and 2-process FSDP2 (torchrun, fully_shard over the
+(E, in, out) expert stacks) against one process at the same global batch of 4 windows under gradient
+accumulation 2 (issue 47 item 5): the losses, the final weights (DDP), the expert bias (moved by loads
+all-reduced over ranks; under FSDP2 its range in telemetry) and the moe/* telemetry (loads summed over
+ranks) agree.
 
 Dropless with balance=bias, so each micro-batch's objective is a token mean (cross-entropy and the
 router z-loss): 2 ranks x 2 micro-batches of 1 window give the step the gradient 1 process x 2
 micro-batches of 2 give. (The aux loss E·Σ f_i·P_i of one micro-batch is not a sum over its tokens:
 its gradient depends on how the batch is cut, so it is not compared across layouts.)
-FSDP2 is not run here: it would need torchrun (tests/distributed/test_equivalence.py's third layout);
-the experts are ordinary parameters to fully_shard, not checked with MoE yet.
+FSDP2 runs as tests/distributed/test_equivalence.py's third layout does: torchrun, two ranks.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from .helpers import BLOCK, read_metrics, run, series, train_cmd
+from .helpers import BLOCK, REPO, read_metrics, run, series, torchrun_job_dir, train_cmd
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 STEPS = 4
@@ -57,22 +59,27 @@ def state(run_dir: Path) -> dict[str, torch.Tensor]:
     return ckpt["state_dict"]
 
 
-def test_ddp_moe_matches_single_process(tmp_path: Path) -> None:
-    base = overrides(tmp_path / "cache")
-    single, ddp = tmp_path / "single", tmp_path / "ddp"
-    one = ["data.batch_size=2", "trainer.devices=1"]
-    two = ["data.batch_size=1", "trainer.devices=2", "trainer.strategy=ddp"]
-    run(train_cmd(*base, *one, f"hydra.run.dir={single}"), tmp_path / "cwd1").check()
-    run(train_cmd(*base, *two, f"hydra.run.dir={ddp}"), tmp_path / "cwd2").check()
+ONE = ["data.batch_size=2", "trainer.devices=1"]
+TWO = ["data.batch_size=1", "trainer.devices=2"]
 
-    ref, got = read_metrics(single), read_metrics(ddp)
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The one-process reference run (its dir) and the cache the other layouts share."""
+    root = tmp_path_factory.mktemp("moe-dist")
+    out = root / "single"
+    run(train_cmd(*overrides(root / "cache"), *ONE, f"hydra.run.dir={out}"), root / "cwd1").check()
+    return out, root
+
+
+def compare_logs(ref: dict, got: dict) -> None:
+    """train/loss and the z loss per step; every moe/* key but aux_loss (not a token sum, see above)."""
     for name in ("train/loss", "train/moe_z_loss"):
         want, have = series(ref, name), series(got, name)
         assert list(want) == list(have) == list(range(STEPS)), name
         for step, value in want.items():
             assert have[step] == pytest.approx(value, rel=RTOL), (name, step)
     # telemetry: loads summed over ranks before max/mean, entropy token-weighted over ranks
-    # (not aux_loss: a micro-batch's E·Σ f_i·P_i depends on how the batch is cut, see above)
     keys = sorted({k for m in ref.values() for k in m if k.startswith("moe/") and "aux_loss" not in k})
     assert "moe/block_01/max_over_mean_load" in keys and "moe/block_00/bias_max" in keys
     for key in keys:
@@ -81,9 +88,29 @@ def test_ddp_moe_matches_single_process(tmp_path: Path) -> None:
         for step, value in want.items():
             assert have[step] == pytest.approx(value, rel=1e-4, abs=1e-7), (key, step)
 
-    a, b = state(single), state(ddp)
+
+def test_ddp_moe_matches_single_process(single: tuple[Path, Path]) -> None:
+    reference, root = single
+    ddp = root / "ddp"
+    run(
+        train_cmd(*overrides(root / "cache"), *TWO, "trainer.strategy=ddp", f"hydra.run.dir={ddp}"),
+        root / "cwd2",
+    ).check()
+    compare_logs(read_metrics(reference), read_metrics(ddp))
+    a, b = state(reference), state(ddp)
     assert a.keys() == b.keys()
     biases = [k for k in a if k.endswith("expert_bias")]
     assert len(biases) == 2 and all(a[k].abs().sum() > 0 for k in biases)  # the bias moved
     for key in a:
         torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-6, msg=key)
+
+
+def test_fsdp2_moe_matches_single_process(single: tuple[Path, Path]) -> None:
+    """fully_shard shards each (E, in, out) stack along E; the forward all-gathers them whole."""
+    reference, root = single
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    fsdp = run(
+        [*launcher, str(REPO / "train.py"), "-m", "trainer=fsdp", *overrides(root / "cache"), *TWO],
+        root / "cwd3",
+    )
+    compare_logs(read_metrics(reference), read_metrics(torchrun_job_dir(fsdp.check())))
