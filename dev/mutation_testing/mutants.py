@@ -969,6 +969,9 @@ MUTANTS: list[Mutant] = [
     Mutant("spike_router_ratio_inverted", "training/callbacks/spike_culprits.py",
            '"load_ratio": load / before if before', '"load_ratio": before / load if before',
            "a spike record's load ratio is before/after: the router that broke ranks last"),
+    Mutant("moe_expert_tokens_first_layer", "training/callbacks/moe_telemetry.py",
+           'tokens/expert_{e:02d}": load[e]', 'tokens/expert_{e:02d}": sums[e]',
+           "every MoE layer's tokens/expert_YY keys log the first MoE layer's counts"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from gptlab.model.config import GPTConfig
+from gptlab.model.moe_config import EXPERT_KEYS_MAX
 
 BLOCK_FAMILIES = ("update_ratio", "update_rms")  # one key per block_XX
 # model/ffn=moe: moe/block_XX/<stat> per MoE layer (training/callbacks/moe_telemetry.py); the bias's
@@ -51,6 +52,7 @@ class RunShape:
     tasks: tuple[str, ...] = ()  # the downstream tasks the run evaluates, by their metric names
     moe_blocks: tuple[str, ...] = ()  # model/ffn=moe: the blocks whose FFN is a mixture of experts
     moe_bias: bool = False  # model.moe.balance=bias: the bias's range is logged
+    moe_experts: int = 0  # experts per MoE layer whose token counts are logged (0: none, too many)
 
     @property
     def blocks(self) -> list[str]:
@@ -100,6 +102,12 @@ def moe_blocks(model: dict[str, Any]) -> tuple[str, ...]:
         return ()
     first = int((model.get("moe") or {}).get("first_dense_layers") or 0)
     return tuple(f"block_{i:02d}" for i in range(first, int(model.get("n_layer") or 0)))
+
+
+def expert_keys(model: dict[str, Any]) -> int:
+    """How many tokens/expert_YY keys each MoE layer logs (EXPERT_KEYS_MAX at most)."""
+    n = int((model.get("moe") or {}).get("n_experts") or 0) if model.get("ffn") == "moe" else 0
+    return n if n <= EXPERT_KEYS_MAX else 0
 
 
 def task_names(cfg: dict[str, Any]) -> tuple[str, ...]:
@@ -179,6 +187,7 @@ def shape_of(job_dir: Path) -> RunShape:
         dyt_alpha=dyt_sites(cfg["model"]) if on else (),
         moe_blocks=moe_blocks(cfg["model"]) if on else (),
         moe_bias=on and ((cfg["model"].get("moe") or {}).get("balance") == "bias"),
+        moe_experts=expert_keys(cfg["model"]) if on else 0,
         tasks=task_names(cfg),  # at every validation or every N steps, and always at the end
     )
 
@@ -221,4 +230,6 @@ def families(shape: RunShape) -> dict[str, list[str]]:
     stats = MOE_STATS + (MOE_BIAS_STATS if shape.moe_bias else ())
     for stat in stats if shape.moe_blocks else ():
         out[f"moe/{stat}"] = [f"moe/{b}/{stat}" for b in shape.moe_blocks]
+    for b in shape.moe_blocks if shape.moe_experts else ():
+        out[f"moe/tokens/{b}"] = [f"moe/{b}/tokens/expert_{e:02d}" for e in range(shape.moe_experts)]
     return out

@@ -139,6 +139,10 @@ def sections(shape: RunShape, t: Target) -> list[Any]:
             ("bias_max", "MoE expert bias: max by layer"),
             ("bias_min", "MoE expert bias: min by layer"),
         )
+    ] + [  # one panel per MoE layer, a line per expert (layers of at most 16 experts)
+        _line(f"MoE tokens per expert, {family.rsplit('/', 1)[1]}", keys)
+        for family, keys in k.items()
+        if family.startswith("moe/tokens/")
     ]
     speed = [
         _line("updates skipped (non-finite or spike)", k["skipped"]),

@@ -14,6 +14,9 @@ ROUTERS = ("softmax", "sigmoid")
 BALANCES = ("aux_loss", "bias", "none")  # Switch/OLMoE's auxiliary loss, DeepSeek-V3's bias, nothing
 # torch._grouped_mm, or one matmul per expert; auto: grouped where it runs
 IMPLS = ("auto", "grouped", "loop")
+# telemetry logs each expert's token count for layers of at most this many experts (the wandb view
+# draws them); OLMoE's 64 experts × 16 layers would be 1,024 keys a log step
+EXPERT_KEYS_MAX = 16
 
 
 @dataclass

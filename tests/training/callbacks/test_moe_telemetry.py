@@ -4,7 +4,9 @@ test recomputes the routing from them and compares it with what LayerTelemetry l
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +14,10 @@ import lightning as L
 import pytest
 import torch
 
-from gptlab.dashboards.keys import RunShape, moe_blocks
+from gptlab.dashboards.keys import RunShape, expert_keys, moe_blocks
 from gptlab.dashboards.view import Target, build_view, panel_keys
 from gptlab.model import moe
+from gptlab.model.moe_config import EXPERT_KEYS_MAX
 from gptlab.training.callbacks.telemetry import LayerTelemetry
 from tests.training.rel_harness import TINY, compose_cfg, train_here, with_callbacks
 
@@ -95,6 +98,8 @@ def oracle(forwards: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], bias
         "dropped": dropped,
         "bias_max": bias_after.max().item(),
         "bias_min": bias_after.min().item(),
+        # tokens/expert_YY only for layers of at most EXPERT_KEYS_MAX experts (this run has more)
+        **({f"expert_{e:02d}": load[e].item() for e in range(E)} if E <= EXPERT_KEYS_MAX else {}),
     }
 
 
@@ -134,16 +139,26 @@ def test_moe_telemetry_equals_a_float64_recomputation(
     shape = RunShape(
         groups=("total",), telemetry=True, act_rms=False, log_steps=True, throughput=False,
         attention=False, grad_clip=False, z_loss=False, moe_blocks=moe_blocks(model), moe_bias=True,
+        moe_experts=expert_keys(model),
     )  # fmt: skip
     view = build_view(shape, Target(entity="e", project="p", name="v"))
     section = next(s for s in view.sections if s.name == "Routing (MoE)")
     logged = {k for _, m in recorder.history for k in m if k.startswith("moe/")}
     assert {k for k in panel_keys(view) if k.startswith("moe/")} == logged
-    assert len(section.panels) == 8
+    assert len(section.panels) == 8  # a statistic each; no tokens-per-expert panel: E > EXPERT_KEYS_MAX
+    # with 8 experts the layer's counts are logged (tests/training/callbacks/test_spikes.py) and drawn
+    few = build_view(dataclasses.replace(shape, moe_experts=8), Target(entity="e", project="p", name="v"))
+    (tokens,) = [
+        p
+        for p in next(s for s in few.sections if s.name == "Routing (MoE)").panels
+        if "per expert," in p.title
+    ]
+    assert list(tokens.y) == [f"moe/block_01/tokens/expert_{e:02d}" for e in range(8)]
     # and each is in docs/architecture.md's metric table and docs/telemetry.md
     from tests.training.test_metric_names_documented import documented
 
     text = (Path(__file__).resolve().parents[3] / "docs" / "telemetry.md").read_text()
     for key in logged:
-        assert key.replace("block_01", "block_{i:02d}") in documented(), key
-        assert key.rsplit("/", 1)[1] in text, key
+        generic = re.sub(r"expert_\d{2}", "expert_{e:02d}", key.replace("block_01", "block_{i:02d}"))
+        assert generic in documented(), key
+        assert generic.rsplit("/", 1)[1] in text, key

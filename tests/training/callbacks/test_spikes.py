@@ -135,4 +135,11 @@ def test_a_spike_under_moe_names_the_router_that_broke(
         if r.get("moe/block_01/max_over_mean_load")
     }
     before = max(s for s in logged if s < CORRUPT)
+    # tokens per expert (8 <= EXPERT_KEYS_MAX): the step's 4 windows x 32 tokens x top-1 on every log
+    # step, and all of them on one expert when every score ties
+    tokens = [at[f"moe/block_01/tokens/expert_{e:02d}"] for e in range(8)]
+    assert sorted(tokens) == [0.0] * 7 + [128.0]
+    for row in csv_rows(run):
+        counts = [row.get(f"moe/block_00/tokens/expert_{e:02d}") for e in range(8)]
+        assert not any(counts) or sum(float(c) for c in counts) == 128.0, row
     assert broken["load_ratio"] == pytest.approx(8.0 / logged[before]), (before, logged)

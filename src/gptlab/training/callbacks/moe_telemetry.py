@@ -9,7 +9,10 @@ all-reduce: each rank routes its own tokens, so loads add up), the keys `moe/blo
 - `aux_loss`, `z_loss`: the step's mean over micro-batches and ranks, before their coefficients;
 - `dropped`: the step's assignments over capacity (0 when dropless);
 - `bias_min`, `bias_max`: the expert bias after the step (balance=bias only; MAX-reduced, equal on
-  every rank since the loads it moved by were all-reduced).
+  every rank since the loads it moved by were all-reduced);
+- `tokens/expert_YY`: each expert's assignments in the step (dropped ones included), for layers of at
+  most EXPERT_KEYS_MAX experts (OLMoE's 64 experts × 16 layers would be 1,024 keys a log step;
+  `moe.routing_stats(model)` returns the vector at any size).
 
 The sums come from MoE.step_sums and step_load (model/moe.py, accumulated on device each training
 micro-batch); this module packs them on log steps only and names the values.
@@ -23,6 +26,7 @@ import torch
 from torch import nn
 
 from gptlab.model import moe
+from gptlab.model.moe_config import EXPERT_KEYS_MAX
 
 SUMS = 6  # MoE.step_sums: Σ entropy, tokens, Σ aux, Σ z, forwards, Σ dropped
 
@@ -91,4 +95,6 @@ def name(pack: MoEPack, sums: list[float], maxes: list[float]) -> dict[str, floa
         if pack.biased[j]:
             out[key + "bias_max"] = maxes[2 * j]
             out[key + "bias_min"] = -maxes[2 * j + 1]
+        if n_experts <= EXPERT_KEYS_MAX:  # model/moe_config.py
+            out |= {f"{key}tokens/expert_{e:02d}": load[e] for e in range(n_experts)}
     return out
