@@ -2,7 +2,9 @@
 (E, in, out) expert stacks) against one process at the same global batch of 4 windows under gradient
 accumulation 2 (issue 47 item 5): the losses, the final weights (DDP), the expert bias (moved by loads
 all-reduced over ranks; under FSDP2 its range in telemetry) and the moe/* telemetry (loads summed over
-ranks) agree.
+ranks) agree. The model also carries every attention switch of issue 46 (a headwise gate, a window of 8
+on block 0 with block 1 global, NoPE on block 1, attention and logit soft-caps, document masking), so
+the same runs show those under DDP and FSDP2 (item 6).
 
 Dropless with balance=bias, so each micro-batch's objective is a token mean (cross-entropy and the
 router z-loss): 2 ranks x 2 micro-batches of 1 window give the step the gradient 1 process x 2
@@ -38,6 +40,14 @@ def overrides(cache: Path) -> list[str]:
         "model.moe.expert_hidden=16",
         "model.moe.balance=bias",
         "model.moe.bias_update_rate=0.01",
+        # issue 46's attention switches ride along (item 6: each under DDP and FSDP2), one run for both
+        "model.attn_gate=headwise",
+        "model.window=8",
+        "model.window_pattern=SL",
+        "model.nope_every=2",
+        "model.attn_softcap=50",
+        "model.logit_softcap=30",
+        "data.document_mask=true",
         "data.max_bytes=100000",
         f"data.cache_dir={cache}",
         f"trainer.max_steps={STEPS}",
