@@ -972,6 +972,10 @@ MUTANTS: list[Mutant] = [
     Mutant("moe_expert_tokens_first_layer", "training/callbacks/moe_telemetry.py",
            'tokens/expert_{e:02d}": load[e]', 'tokens/expert_{e:02d}": sums[e]',
            "every MoE layer's tokens/expert_YY keys log the first MoE layer's counts"),
+    # ---- sweep status after kill -9 (lead, r7): issue 48's leftover ----
+    Mutant("status_killed_elapsed_to_last_end", "analysis/sweep/status.py",
+           "    late = gone and written is not None", "    late = False",
+           "kill -9: elapsed to the last recorded end, not the running jobs' last write"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -88,6 +88,14 @@ def _children(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
+def elapsed(status: str) -> int:
+    """The seconds of a status line's `elapsed h:mm:ss`."""
+    m = re.search(r"elapsed (\d+):(\d\d):(\d\d)", status.splitlines()[-1])
+    assert m, status
+    h, mi, sec = map(int, m.groups())
+    return 3600 * h + 60 * mi + sec
+
+
 def test_status_of_a_real_two_slot_sweep_while_it_runs_and_after_kill_9(tmp_path: Path) -> None:
     """Two slots, four long tiny jobs: status.py shows two running (with a step of the max and,
     after the first validation, a val loss) and two pending; after SIGKILL to the sweep and its
@@ -135,7 +143,9 @@ def test_status_of_a_real_two_slot_sweep_while_it_runs_and_after_kill_9(tmp_path
     after = _status(sweep)
     assert after.returncode == 0, after.stderr
     assert sorted(_states(after.stdout).values()) == ["interrupted", "interrupted", "pending", "pending"]
-    assert "(sweep process gone)" in after.stdout.splitlines()[-1]
+    assert "(sweep process gone; elapsed to its jobs' last write)" in after.stdout.splitlines()[-1]
+    # elapsed runs to the killed jobs' last write, not to the last recorded end (none here: 0:00:00)
+    assert elapsed(after.stdout) >= elapsed(out) > 0, (out, after.stdout)
     printed = (tmp_path / "out.txt").read_text()
     assert re.search(r"\[sweep\] job 1 started \| 0 done, 2 running, 0 failed, 2 pending of 4", printed)
     for k in ("0", "1"):  # each job's own output went to its dir, not to the sweep's terminal

@@ -186,10 +186,27 @@ def read_status(sweep_dir: str | Path, now: float | None = None) -> tuple[list[R
         rows.append(
             Row(job.name, state, steps_done(job), max_steps(job), last_val_loss(job), describe(job, keys))
         )
-    return rows, status_line(rows, progress, alive, now)
+    running = [j for j in jobs if (launched.get(launcher_key(j)) or {}).get("state") == "running"]
+    return rows, status_line(rows, progress, alive, now, last_write(running))
 
 
-def status_line(rows: list[Row], progress: dict[str, Any] | None, alive: bool | None, now: float) -> str:
+def last_write(jobs: list[Job]) -> float | None:
+    """When these jobs last wrote their log or metrics (file mtimes): a sweep killed outright records
+    no end for the jobs it was running, which ran until about then."""
+    files = [
+        j.path / name for j in jobs if j.path for name in ("output.log", "csv/metrics.csv", "metrics.json")
+    ]
+    times = [f.stat().st_mtime for f in files if f.is_file()]
+    return max(times, default=None)
+
+
+def status_line(
+    rows: list[Row],
+    progress: dict[str, Any] | None,
+    alive: bool | None,
+    now: float,
+    written: float | None = None,
+) -> str:
     """`3 done, 2 running, ... of 12 | elapsed 0:12:30 | ETA 0:25:00` (ETA from progress.json's
     finished jobs' times; '-' once the sweep has stopped)."""
     count = {s: sum(r.state == s for r in rows) for s in STATES}
@@ -200,10 +217,13 @@ def status_line(rows: list[Row], progress: dict[str, Any] | None, alive: bool | 
     jobs = progress.get("jobs", {}).values()
     ends = [j["end"] for j in jobs if j.get("end")]
     since = float(progress.get("since", now))
-    last = now if alive is not False else max(ends, default=since)
+    gone = alive is False and not progress.get("closed")  # killed: its running jobs' ends are not recorded
+    late = gone and written is not None  # jobs it was running wrote until about `written`
+    last = now if alive is not False else max([*ends, since, *([written] if late else [])])
     text += f" | elapsed {clock(last - since)}"
     if alive is False:
-        return text + " | stopped" + ("" if progress.get("closed") else " (sweep process gone)")
+        why = " (sweep process gone; elapsed to its jobs' last write)" if late else " (sweep process gone)"
+        return text + " | stopped" + (why if gone else "")
     durations = [
         j["end"] - j["start"] for j in jobs if j.get("state") == "done" and j.get("start") and j.get("end")
     ]
