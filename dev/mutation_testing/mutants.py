@@ -927,6 +927,15 @@ MUTANTS: list[Mutant] = [
     Mutant("attn_stats_ignore_mask", "training/callbacks/attention_stats.py", "    if mask is None:\n",
            "    mask = None\n    if mask is None:\n",
            "attn_logit_max/entropy/sink over all causal pairs under model.window and document masks"),
+    # ---- L(D) per arm of a budget sweep (r7-ldfit): issue 45 items 4 and 7 ----
+    Mutant("budget_law_in_steps", "analysis/budget_fit.py",
+           "sizes = [float(b * (per_step or 1)) for b in steps]", "sizes = [float(b) for b in steps]",
+           "L(D) fitted against steps: B off by (tokens a step)^β"),
+    Mutant("budget_law_beta_sign", "analysis/budget_fit.py", "est(boot.alpha, beta), status,",
+           "est(boot.alpha, -beta), status,", "β reported with its sign flipped (a loss rising with D)"),
+    Mutant("budget_law_beta_zero_hidden", "analysis/budget_fit.py",
+           "        if beta < 2 * powerlaw.ALPHA_MIN:\n", "        if False:\n",
+           "β → 0 reported as a search-bound failure: E's non-identifiability unsaid"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
