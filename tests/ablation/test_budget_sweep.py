@@ -1,7 +1,8 @@
 """Sweeps over token budgets (hydra.sweeper.budgets): the expansion into trunks and branches against
 the rule written out here, its bad inputs, and `python train.py -m experiment=budget_ffn_quick` end to
 end (trunks then branches through the slots launcher, the report's loss against tokens, the compute
-saved recomputed from the job directories' own configs, a re-run that skips every job)."""
+saved recomputed from the job directories' own configs and from the steps each job ran, a re-run that
+skips every job)."""
 
 from __future__ import annotations
 
@@ -127,6 +128,13 @@ def test_budget_sweep_runs_trunks_then_branches_and_reports_loss_against_tokens(
     assert found, report[:2000]
     assert int(found[1].replace(",", "")) == separate - run == 24
     assert int(found[2].replace(",", "")) == (separate - run) * per_step.pop()
+    # and from what each job ran (metrics.json's steps): a trunk its steps, a branch the steps past
+    # its branch point; separate runs would have run each branch's steps from 0
+    steps = {d.name: yaml.safe_load((d / "metrics.json").read_text())["steps"] for d in dirs}
+    ran = sum(steps[d.name] for d in trunks) + sum(
+        steps[d.name] - job_config(d)["branch"]["at"] for d in branches
+    )
+    assert sum(steps[d.name] for d in branches) - ran == int(found[1].replace(",", ""))
 
     # loss against tokens: a row per budget, each arm's mean at its best LR equal to the mean of
     # that budget's branches' final val loss (one LR here: every seed's branch)
@@ -146,10 +154,55 @@ def test_budget_sweep_runs_trunks_then_branches_and_reports_loss_against_tokens(
             assert within_half_unit(cell.split()[0], sum(losses) / 2)
         assert re.search(r": (within noise|better|worse)$", cells[4])
     assert (sweep / "figures" / "budget_ffn_quick_val_loss_vs_tokens.png").is_file()
+    # two budgets: no L(D) fit, said so (tests/analysis/test_budget_fit.py checks the fit itself)
+    assert "**No fit**: not fitted: 2 budget(s); E + B·D^(−β) has three parameters" in report
 
     status = run_script("scripts/status.py", str(sweep))
     assert status.returncode == 0, status.stderr
     assert "trunk seed=1 model/ffn=gelu" in status.stdout and "branch of job 0 " in status.stdout
+
+
+def logged_config(run_file: Path) -> dict:
+    """The config a job's offline wandb run logged, top-level key → value (JSON-decoded)."""
+    import json
+
+    from tests.distributed.test_multirun import wandb_records
+
+    config = {}
+    for r in wandb_records(run_file):
+        kind = r.WhichOneof("record_type")
+        items = r.run.config.update if kind == "run" else r.config.update if kind == "config" else []
+        for i in items:
+            config[i.key or i.nested_key[0]] = json.loads(i.value_json)
+    return config
+
+
+@pytest.mark.slow
+def test_budget_sweep_view_names_trunks_and_branches(budget_sweep) -> None:
+    """The sweep's wandb view pins the columns that tell a trunk from a branch, and plots the final
+    val loss against trainer.max_steps; oracle: the config each job's wandb run logged."""
+    from gptlab.dashboards.view import VIEW_FILE, config_keys, from_json
+
+    sweep, _ = budget_sweep
+    view = from_json((sweep / VIEW_FILE).read_text())
+    pinned = view.runset_settings.pinned_columns
+    assert {"config:branch_from", "config:branch.at", "config:trainer.max_steps"} <= set(pinned)
+    (question,) = [s for s in view.sections if s.name == "The question"]
+    (budget,) = [p for p in question.panels if "against trainer.max_steps" in getattr(p, "title", "")]
+    assert budget.x.name == "trainer.max_steps" and "branches at their budget (8, 16)" in budget.title
+    # what the columns read, per job's run: a branch its trunk's dir and point, a trunk none
+    seen = {}
+    for run_file in sorted(sweep.glob("*/wandb/offline-run-*/run-*.wandb")):
+        job = run_file.relative_to(sweep).parts[0]
+        config = logged_config(run_file)
+        assert {k.split(".")[0] for k in config_keys(view)} <= set(config)
+        cfg = job_config(sweep / job)
+        seen[job] = (config["branch_from"], config["branch"]["at"], config["trainer"]["max_steps"])
+        if cfg.get("branch_from"):
+            assert seen[job] == (cfg["branch_from"], cfg["branch"]["at"], cfg["trainer"]["max_steps"])
+        else:
+            assert seen[job][:2] == (None, None) and seen[job][2] == 12  # the last branch point
+    assert sorted(seen, key=int) == [str(k) for k in range(12)]
 
 
 @pytest.mark.slow
