@@ -936,6 +936,12 @@ MUTANTS: list[Mutant] = [
     Mutant("budget_law_beta_zero_hidden", "analysis/budget_fit.py",
            "        if beta < 2 * powerlaw.ALPHA_MIN:\n", "        if False:\n",
            "β → 0 reported as a search-bound failure: E's non-identifiability unsaid"),
+    Mutant("status_budget_eta_by_jobs", "analysis/sweep/status.py",
+           "alive is not False and any(j.values.get(\"branch_from\") for j in jobs):",
+           "alive is not False and False:", "a budget sweep's ETA counts jobs of the current call, not steps: branches left out"),
+    Mutant("view_budget_columns_dropped", "dashboards/view.py",
+           "pinned[-1:-1] = [f\"config:{key}\" for key in BRANCH_COLUMNS]", "pass",
+           "the budget sweep's wandb run table does not say which run is a trunk and which a branch"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
