@@ -224,6 +224,51 @@ def test_budget_sweep_rerun_skips_finished_and_resumes_the_rest(budget_sweep, tm
     assert yaml.safe_load((sweep / "11" / "metrics.json").read_text())["status"] == "finished"
 
 
+def final_losses(sweep: Path) -> dict[tuple[str, int, int, bool], float]:
+    """(arm, seed, trainer.max_steps, is a branch) → final val loss, from each job's own files."""
+    out = {}
+    for d in (d for d in sweep.iterdir() if d.name.isdigit()):
+        cfg = job_config(d)
+        key = (cfg["model"]["ffn"], cfg["seed"], cfg["trainer"]["max_steps"], bool(cfg.get("branch_from")))
+        out[key] = yaml.safe_load((d / "metrics.json").read_text())["final_val_loss"]
+    return out
+
+
+@pytest.mark.slow
+def test_budget_sweep_under_slurm_submits_the_branches_as_a_second_array(
+    budget_sweep, tmp_path: Path
+) -> None:
+    """hydra/launcher=slurm through the fake SLURM (tests/launcher/fake_slurm.py), one arm and seed:
+    the sweeper waits on the trunks' array, then submits the branches whose checkpoints exist as a
+    second array; every job's final loss equals the slots launcher's run of the same (arm, seed,
+    budget), bit for bit."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    from tests.conftest import REPO
+    from tests.launcher.fake_slurm import install
+
+    env = {**os.environ, "PATH": f"{install(tmp_path / 'slurm-bin')}{os.pathsep}{os.environ['PATH']}",
+           "FAKE_SLURM_DIR": str(tmp_path / "slurm-state"), "WANDB_MODE": "offline", "WANDB_SILENT": "true",
+           **QUICK_ENV}  # fmt: skip
+    out, cache = tmp_path / "sweep", budget_sweep[0].parent / "token-cache"
+    cmd = [sys.executable, "train.py", "-m", "experiment=budget_ffn_quick", "hydra/launcher=slurm",
+           "hydra.launcher.partition=cpu", "trainer.accelerator=cpu", "hydra.sweeper.seeds=1",
+           "hydra.sweeper.arms=[gelu]", "logger=csv",
+           f"hydra.sweep.dir={out}", f"data.cache_dir={cache}"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    scripts = sorted((tmp_path / "slurm-state" / "sbatch").glob("*.sh"), key=lambda p: int(p.stem))
+    arrays = [[x for x in p.read_text().splitlines() if x.startswith("#SBATCH --array=")] for p in scripts]
+    # the trunk alone (one task: submitit writes no --array), then its 2 branches as one array
+    assert arrays == [[], ["#SBATCH --array=0-1%2"]]
+    mine, slots = final_losses(out), final_losses(budget_sweep[0])
+    assert len(mine) == 3 and all(mine[k] == slots[k] for k in mine), (mine, slots)
+    assert (out / "report.md").is_file()
+
+
 @pytest.mark.parametrize(
     ("arm", "schedule", "min_lr", "shape"),
     [("cosine", "cosine", 3e-4, None), ("wsd_linear", "wsd", 0.0, "linear"),
