@@ -679,7 +679,7 @@ MUTANTS: list[Mutant] = [
            "line panels of keys the runs never log (z-loss off, no MFU, a run shorter than the log"
            " cadence) are kept, empty"),
     Mutant("status_elapsed_counts_after_stop", "analysis/sweep/status.py",
-           "last = now if alive is not False else max(ends, default=since)", "last = now",
+           "last = now if alive is not False else max([", "last = now if True else max([",
            "a stopped sweep's elapsed time keeps counting: now − start, not its last job's end − start"),
     # --- export, sampling and reader (issue 48: items 1, 2, 4) ---
     Mutant("export_special_token_text_as_control", "export/writer.py", '"split_special_tokens": True,', "",
@@ -976,6 +976,22 @@ MUTANTS: list[Mutant] = [
     Mutant("status_killed_elapsed_to_last_end", "analysis/sweep/status.py",
            "    late = gone and written is not None", "    late = False",
            "kill -9: elapsed to the last recorded end, not the running jobs' last write"),
+    # ---- L(D) per arm of a budget sweep (r7-ldfit): issue 45 items 4 and 7 ----
+    Mutant("budget_law_in_steps", "analysis/budget_fit.py",
+           "sizes = [float(b * (per_step or 1)) for b in steps]", "sizes = [float(b) for b in steps]",
+           "L(D) fitted against steps: B off by (tokens a step)^β"),
+    Mutant("budget_law_beta_sign", "analysis/budget_fit.py", "est(boot.alpha, beta), status,",
+           "est(boot.alpha, -beta), status,", "β reported with its sign flipped (a loss rising with D)"),
+    Mutant("budget_law_beta_zero_hidden", "analysis/budget_fit.py",
+           "        if beta < 2 * powerlaw.ALPHA_MIN:\n", "        if False:\n",
+           "β → 0 reported as a search-bound failure: E's non-identifiability unsaid"),
+    Mutant("status_budget_eta_by_jobs", "analysis/sweep/status.py",
+           "alive is not False and any(j.values.get(\"branch_from\") for j in jobs):",
+           "alive is not False and False:",
+           "a budget sweep's ETA counts jobs of the current call, not steps: branches left out"),
+    Mutant("view_budget_columns_dropped", "dashboards/view.py",
+           "pinned[-1:-1] = [f\"config:{key}\" for key in BRANCH_COLUMNS]", "pass",
+           "the budget sweep's wandb run table does not say which run is a trunk and which a branch"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -1,7 +1,8 @@
 """Sweeps over token budgets (hydra.sweeper.budgets): the expansion into trunks and branches against
 the rule written out here, its bad inputs, and `python train.py -m experiment=budget_ffn_quick` end to
 end (trunks then branches through the slots launcher, the report's loss against tokens, the compute
-saved recomputed from the job directories' own configs, a re-run that skips every job)."""
+saved recomputed from the job directories' own configs and from the steps each job ran, a re-run that
+skips every job)."""
 
 from __future__ import annotations
 
@@ -127,6 +128,13 @@ def test_budget_sweep_runs_trunks_then_branches_and_reports_loss_against_tokens(
     assert found, report[:2000]
     assert int(found[1].replace(",", "")) == separate - run == 24
     assert int(found[2].replace(",", "")) == (separate - run) * per_step.pop()
+    # and from what each job ran (metrics.json's steps): a trunk its steps, a branch the steps past
+    # its branch point; separate runs would have run each branch's steps from 0
+    steps = {d.name: yaml.safe_load((d / "metrics.json").read_text())["steps"] for d in dirs}
+    ran = sum(steps[d.name] for d in trunks) + sum(
+        steps[d.name] - job_config(d)["branch"]["at"] for d in branches
+    )
+    assert sum(steps[d.name] for d in branches) - ran == int(found[1].replace(",", ""))
 
     # loss against tokens: a row per budget, each arm's mean at its best LR equal to the mean of
     # that budget's branches' final val loss (one LR here: every seed's branch)
@@ -146,10 +154,55 @@ def test_budget_sweep_runs_trunks_then_branches_and_reports_loss_against_tokens(
             assert within_half_unit(cell.split()[0], sum(losses) / 2)
         assert re.search(r": (within noise|better|worse)$", cells[4])
     assert (sweep / "figures" / "budget_ffn_quick_val_loss_vs_tokens.png").is_file()
+    # two budgets: no L(D) fit, said so (tests/analysis/test_budget_fit.py checks the fit itself)
+    assert "**No fit**: not fitted: 2 budget(s); E + B·D^(−β) has three parameters" in report
 
     status = run_script("scripts/status.py", str(sweep))
     assert status.returncode == 0, status.stderr
     assert "trunk seed=1 model/ffn=gelu" in status.stdout and "branch of job 0 " in status.stdout
+
+
+def logged_config(run_file: Path) -> dict:
+    """The config a job's offline wandb run logged, top-level key → value (JSON-decoded)."""
+    import json
+
+    from tests.distributed.test_multirun import wandb_records
+
+    config = {}
+    for r in wandb_records(run_file):
+        kind = r.WhichOneof("record_type")
+        items = r.run.config.update if kind == "run" else r.config.update if kind == "config" else []
+        for i in items:
+            config[i.key or i.nested_key[0]] = json.loads(i.value_json)
+    return config
+
+
+@pytest.mark.slow
+def test_budget_sweep_view_names_trunks_and_branches(budget_sweep) -> None:
+    """The sweep's wandb view pins the columns that tell a trunk from a branch, and plots the final
+    val loss against trainer.max_steps; oracle: the config each job's wandb run logged."""
+    from gptlab.dashboards.view import VIEW_FILE, config_keys, from_json
+
+    sweep, _ = budget_sweep
+    view = from_json((sweep / VIEW_FILE).read_text())
+    pinned = view.runset_settings.pinned_columns
+    assert {"config:branch_from", "config:branch.at", "config:trainer.max_steps"} <= set(pinned)
+    (question,) = [s for s in view.sections if s.name == "The question"]
+    (budget,) = [p for p in question.panels if "against trainer.max_steps" in getattr(p, "title", "")]
+    assert budget.x.name == "trainer.max_steps" and "branches at their budget (8, 16)" in budget.title
+    # what the columns read, per job's run: a branch its trunk's dir and point, a trunk none
+    seen = {}
+    for run_file in sorted(sweep.glob("*/wandb/offline-run-*/run-*.wandb")):
+        job = run_file.relative_to(sweep).parts[0]
+        config = logged_config(run_file)
+        assert {k.split(".")[0] for k in config_keys(view)} <= set(config)
+        cfg = job_config(sweep / job)
+        seen[job] = (config["branch_from"], config["branch"]["at"], config["trainer"]["max_steps"])
+        if cfg.get("branch_from"):
+            assert seen[job] == (cfg["branch_from"], cfg["branch"]["at"], cfg["trainer"]["max_steps"])
+        else:
+            assert seen[job][:2] == (None, None) and seen[job][2] == 12  # the last branch point
+    assert sorted(seen, key=int) == [str(k) for k in range(12)]
 
 
 @pytest.mark.slow
@@ -169,6 +222,51 @@ def test_budget_sweep_rerun_skips_finished_and_resumes_the_rest(budget_sweep, tm
     assert len(re.findall(r"job \d+ finished in an earlier run of this sweep: skipped", log)) == 11
     assert re.findall(r"\[sweep\] job (\d+) started", log) == ["11"]
     assert yaml.safe_load((sweep / "11" / "metrics.json").read_text())["status"] == "finished"
+
+
+def final_losses(sweep: Path) -> dict[tuple[str, int, int, bool], float]:
+    """(arm, seed, trainer.max_steps, is a branch) → final val loss, from each job's own files."""
+    out = {}
+    for d in (d for d in sweep.iterdir() if d.name.isdigit()):
+        cfg = job_config(d)
+        key = (cfg["model"]["ffn"], cfg["seed"], cfg["trainer"]["max_steps"], bool(cfg.get("branch_from")))
+        out[key] = yaml.safe_load((d / "metrics.json").read_text())["final_val_loss"]
+    return out
+
+
+@pytest.mark.slow
+def test_budget_sweep_under_slurm_submits_the_branches_as_a_second_array(
+    budget_sweep, tmp_path: Path
+) -> None:
+    """hydra/launcher=slurm through the fake SLURM (tests/launcher/fake_slurm.py), one arm and seed:
+    the sweeper waits on the trunks' array, then submits the branches whose checkpoints exist as a
+    second array; every job's final loss equals the slots launcher's run of the same (arm, seed,
+    budget), bit for bit."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    from tests.conftest import REPO
+    from tests.launcher.fake_slurm import install
+
+    env = {**os.environ, "PATH": f"{install(tmp_path / 'slurm-bin')}{os.pathsep}{os.environ['PATH']}",
+           "FAKE_SLURM_DIR": str(tmp_path / "slurm-state"), "WANDB_MODE": "offline", "WANDB_SILENT": "true",
+           **QUICK_ENV}  # fmt: skip
+    out, cache = tmp_path / "sweep", budget_sweep[0].parent / "token-cache"
+    cmd = [sys.executable, "train.py", "-m", "experiment=budget_ffn_quick", "hydra/launcher=slurm",
+           "hydra.launcher.partition=cpu", "trainer.accelerator=cpu", "hydra.sweeper.seeds=1",
+           "hydra.sweeper.arms=[gelu]", "logger=csv",
+           f"hydra.sweep.dir={out}", f"data.cache_dir={cache}"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    scripts = sorted((tmp_path / "slurm-state" / "sbatch").glob("*.sh"), key=lambda p: int(p.stem))
+    arrays = [[x for x in p.read_text().splitlines() if x.startswith("#SBATCH --array=")] for p in scripts]
+    # the trunk alone (one task: submitit writes no --array), then its 2 branches as one array
+    assert arrays == [[], ["#SBATCH --array=0-1%2"]]
+    mine, slots = final_losses(out), final_losses(budget_sweep[0])
+    assert len(mine) == 3 and all(mine[k] == slots[k] for k in mine), (mine, slots)
+    assert (out / "report.md").is_file()
 
 
 @pytest.mark.parametrize(

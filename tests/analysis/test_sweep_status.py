@@ -150,3 +150,67 @@ def test_elapsed_stops_when_the_sweep_stopped(tmp_path: Path, how: str) -> None:
         return
     assert elapsed == "0:20:34", line  # 1234 = 20·60 + 34
     assert line.endswith("| stopped" + ("" if how == "closed" else " (sweep process gone)")), line
+
+
+def budget_sweep(sweep: Path, states: dict[int, tuple[str, float | None, float | None]], slots: int) -> None:
+    """A budget sweep (gptlab.ablation.budgets) by hand: trunks 0, 1 of 12 steps, then branches
+    2–5 (budgets 8 and 16: at 6 decay 2, at 12 decay 4); `states`: the current launcher call's
+    jobs in progress.json, job → (state, start, end)."""
+    trunk = [
+        "optim.schedule=wsd",
+        "optim.decay_steps=0",
+        "optim.branch_points=[6,12]",
+        "trainer.max_steps=12",
+    ]
+    jobs = [[f"seed={s}", *trunk] for s in (1, 2)]
+    jobs += [
+        [f"seed={s}", f"branch_from={sweep}/{k}", f"branch.at={at}", f"optim.decay_steps={d}",
+         f"trainer.max_steps={at + d}"]
+        for k, s in ((0, 1), (1, 2)) for at, d in ((6, 2), (12, 4))
+    ]  # fmt: skip
+    (sweep / "ablation.json").write_text(json.dumps({"jobs": jobs}))
+    for k in states:
+        (sweep / str(k) / ".hydra").mkdir(parents=True)
+        (sweep / str(k) / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in jobs[k]))
+        if states[k][0] == "done":
+            (sweep / str(k) / "metrics.json").write_text(json.dumps({"status": "finished", "steps": 12}))
+    progress_jobs = {str(k): {"state": s, "start": a, "end": b} for k, (s, a, b) in states.items()}
+    since = min(a for _, a, _ in states.values())
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "since": since, "slots": slots,
+              "closed": False, "jobs": progress_jobs}  # fmt: skip
+    (sweep / "progress.json").write_text(json.dumps(record))
+
+
+def eta_of(line: str) -> int:
+    h, m, s = line.rsplit("ETA ", 1)[1].split(":")
+    return 3600 * int(h) + 60 * int(m) + int(s)
+
+
+def test_a_budget_sweeps_eta_charges_each_job_its_steps_and_runs_the_branches_after_the_trunks(
+    tmp_path: Path,
+) -> None:
+    """Trunk 0 trained 12 steps in 120 s (10 s a step); trunk 1 has run 50 s of its 120: 70 s left.
+    Then the four branches, 2 + 4 + 2 + 4 steps: 120 s on one slot, so the ETA is 190 s (less the
+    seconds status.py takes to start). Counting jobs, not steps, and only the trunks' launcher call,
+    it would be 70 s."""
+    import time
+
+    now = time.time()
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    budget_sweep(sweep, {0: ("done", now - 170, now - 50), 1: ("running", now - 50, None)}, slots=1)
+    rows, line = status(sweep)
+    assert [r[0] for r in rows.values()] == ["done", "running", "pending", "pending", "pending", "pending"]
+    assert 180 <= eta_of(line) <= 190, line
+    # the branches' call: 2 and 3 done (2 and 4 steps in 30 s: 5 s a step), 4 running for 5 s of its
+    # 10 (2 steps), 5 pending (4 steps, 20 s) on the free slot: 20 s
+    sweep = tmp_path / "branches"
+    sweep.mkdir()
+    budget_sweep(sweep, {0: ("done", now - 400, now - 300), 1: ("done", now - 300, now - 200)}, slots=2)
+    progress_jobs = {"2": ("done", now - 60, now - 50), "3": ("done", now - 50, now - 30),
+                     "4": ("running", now - 5, None), "5": ("pending", None, None)}  # fmt: skip
+    record = json.loads((sweep / "progress.json").read_text())
+    record["jobs"] = {k: {"state": s, "start": a, "end": b} for k, (s, a, b) in progress_jobs.items()}
+    (sweep / "progress.json").write_text(json.dumps(record))
+    rows, line = status(sweep)
+    assert 15 <= eta_of(line) <= 20, line

@@ -1,6 +1,7 @@
 """The report of a sweep over token budgets (hydra.sweeper.budgets, gptlab.ablation.budgets): per arm,
 the final val loss against tokens with a 95% t interval at every budget, the gap to the baseline and
-its verdict per budget, a figure, and the compute the branches saved against separate runs.
+its verdict per budget, a figure, the compute the branches saved against separate runs, and per
+arm L(D) = E + B·D^(−β) with its gap extrapolated (gptlab.analysis.budget_fit).
 
 Each budget is a cell of the ablation machinery (gptlab.analysis.sweep.arms) whose jobs are that budget's
 decay branches (a branch of B steps is the single WSD run of B steps, docs/optim.md): the trunks hold
@@ -18,6 +19,9 @@ from typing import Any
 import yaml
 
 from gptlab.ablation.budgets import STEPS_KEY, compute_saved, is_branch
+from gptlab.analysis.budget_fit import DataLaw, fit_budgets
+from gptlab.analysis.ladder.fit import EXTRAPOLATE
+from gptlab.analysis.ladder.report import fmt_estimate
 from gptlab.analysis.stats import LEVEL
 from gptlab.analysis.sweep import tables
 from gptlab.analysis.sweep.arms import Cell, arrange
@@ -70,6 +74,46 @@ def saved_line(record: dict[str, Any], per_step: int | None) -> str:
         f"Compute saved: {amount(saved)}{share}. Separate runs of every budget would train "
         f"Σ(at + d) = {amount(separate)}; the trunks and the decays train {amount(run)}."
     )
+
+
+LAW_NOTE = (
+    "Per arm, L(D) = E + B·D^(−β) by least squares on the per-seed final val losses at the arm's best "
+    "LR per budget, D the budget's tokens (steps when the tokens a step are unknown): the ladder's fit "
+    "(gptlab.analysis.ladder.powerlaw) with D in place of N. Every fitted number: estimate [95% CI] by "
+    "the bootstrap over seeds (one draw of seeds for every budget and arm, the best LR picked again in "
+    "each resample; estimate ± t(n−1)·SE). E is the loss at infinite data; an arm whose β runs to 0 "
+    "(no slowing over the budgets) has no identifiable E and is not fitted. The gap of two arms' laws at "
+    f"the largest budget and at {EXTRAPOLATE:g}× its tokens, only where both fit; the verdict is the "
+    "ladder's (flips, widens, narrows, holds, else inconclusive), with D for N."
+)
+
+
+def law_lines(law: DataLaw, incomplete: list[str]) -> list[str]:
+    """The fit table and the extrapolated gaps, or why there are none."""
+    lines = ["### L(D) = E + B·D^(−β) per arm", "", LAW_NOTE, ""]
+    if law.note:
+        return [*lines, f"**No fit**: {law.note}."]
+    head = ["arm", "E [95% CI]", "B [95% CI]", "β [95% CI]", "fit"]
+    rows = [
+        [f"`{f.arm}`", fmt_estimate(f.E), fmt_estimate(f.A, sci=True), fmt_estimate(f.alpha, 3), f.status]
+        for f in law.fits
+    ]  # fmt: skip
+    sizes = ", ".join(f"{d:,.0f}" for d in law.sizes)
+    lines += [f"D in {law.unit}: {sizes}.", "", tables.table(head, rows)]
+    head = ["arm", "baseline", "gap at the largest budget (fit)", f"gap at {EXTRAPOLATE:g}× D", "change",
+            f"crossover D ({law.unit})", "verdict"]  # fmt: skip
+    rows = []
+    for x in law.extrapolations:
+        cross = "none in range" if x.crossover is None else fmt_estimate(x.crossover, sci=True)
+        verdict = x.verdict
+        if incomplete:
+            budgets = ", ".join(incomplete)
+            verdict = f"incomplete (budgets {budgets}: planned jobs without a result): {verdict}"
+        rows.append([
+            f"`{x.arm}`", f"`{x.baseline}`", fmt_estimate(x.gap_last),
+            fmt_estimate(x.gap_ext) + f" at D={x.n_ext:,.0f}", fmt_estimate(x.change), cross, verdict,
+        ])  # fmt: skip
+    return [*lines, "", "#### The gap extrapolated", "", tables.table(head, rows)]
 
 
 def loss_table(cells: list[Cell], per_step: int | None) -> str:
@@ -126,7 +170,8 @@ def budget_figure(cells: list[Cell], per_step: int | None, experiment: str, out:
 def budget_section(
     jobs: list[Job], record: dict[str, Any], out: Path, figures: bool, sensitivity: str = "init"
 ) -> list[str]:
-    """The budgets' markdown: loss against tokens, per-budget tables, the figure, compute saved."""
+    """The budgets' markdown: compute saved, loss against tokens, the figure, the L(D) fits, per-budget
+    tables."""
     cells = budget_cells(jobs, record, sensitivity)
     per_step = tokens_per_step(jobs)
     plan = ", ".join(f"{b} (branch at {at}, decay {d})" for b, at, d in record["budgets"])
@@ -149,6 +194,9 @@ def budget_section(
         named = (j.values.get("experiment") for j in jobs if j.values.get("experiment"))
         path = budget_figure(cells, per_step, str(next(named, "budgets")), out)
         lines += ["", f"![final val loss against tokens]({path.relative_to(out.parent)})"]
+    incomplete = [c.values[STEPS_KEY] for c in cells if any(a.gaps() for a in c.arms)]
+    law = fit_budgets(cells, list(record["seeds"]), per_step, str(record["baseline"]))
+    lines += ["", *law_lines(law, incomplete)]
     for cell in cells:
         lines += ["", f"### Budget {cell.values[STEPS_KEY]} steps", "", tables.arm_table(cell)]
         lines += ["", "#### Final val loss by LR, mean [95% CI] over seeds", "", tables.lr_table(cell)]

@@ -107,6 +107,7 @@ def load(path: str | Path, entity: str | None, project: str | None, allow_failed
         target.arm_key = record.get("arm")
         target.arms = [str(a) for a in record.get("arms", [])]
         target.ladder_key = record.get("ladder_key")
+        target.budgets = [int(b[0]) for b in record.get("budgets") or []]
         target.name = f"gptlab sweep {target.group or root.name}"
         figures = sorted((root / "figures").glob("*.png"))
         target.report_keys = [f"report/{p.stem}" for p in figures]

@@ -8,7 +8,10 @@ group: its jobs and its summary run (job_type `report`, the report's figures). T
 not grouped (a workspace has one run set, and grouping it by `arm` made the summary run, which has no
 arm, an extra unnamed group in every panel, its figures' included); each curve panel groups its runs
 by `arm` itself (seeds: mean and a min-max band), and each job's run has its arm's color (the
-report's figure colors), so the scatter plots read per arm too. Every panel names only
+report's figure colors), so the scatter plots read per arm too. A budget sweep's view (issue 45)
+names trunks and branches: the run table pins each run's trunk (`branch_from`, empty for a trunk),
+branch point and trainer.max_steps, and the question plots the final val loss against
+trainer.max_steps per arm (a branch's budget; a trunk's last branch point). Every panel names only
 keys that the runs' config logs (gptlab.dashboards.keys). The view is a plain file first
 (`wandb_view.json`: the library's own View model as JSON); saving it to a server is one library call
 (`save`), the only step that needs a network.
@@ -25,6 +28,10 @@ from typing import Any
 from gptlab.dashboards.keys import TASK_METRICS, RunShape, families
 
 VIEW_FILE = "wandb_view.json"
+# a budget sweep's runs: a branch's config names its trunk's run dir (branch_from, empty for a trunk)
+# and branch point; trainer.max_steps is a branch's budget, a trunk's last branch point
+BUDGET_KEY = "trainer.max_steps"
+BRANCH_COLUMNS = ("branch_from", "branch.at", BUDGET_KEY)
 # matplotlib's tab10: the same arm order gives the same colors in the report's figures
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
@@ -44,6 +51,7 @@ class Target:
     report_keys: list[str] = field(default_factory=list)  # report/<figure> images of the summary run
     run_arms: dict[str, str] = field(default_factory=dict)  # each job's wandb run id -> its arm
     verdict_md: str = ""
+    budgets: list[int] = field(default_factory=list)  # a budget sweep's budgets in steps (trunks, branches)
 
 
 def _line(title: str, y: list[str], x: str = "Step", **kw: Any) -> Any:
@@ -62,8 +70,17 @@ def _question(shape: RunShape, t: Target) -> list[Any]:
             title=f"final val loss against LR, per {t.arm_key}",
             x=wr.Config("lr"), y=wr.SummaryMetric("val/loss"), log_x=True,
         ),
-        _line(f"val loss per {t.arm_key} (seeds: mean and band)", ["val/loss"]),
+        _line(f"val loss per {t.arm_key} ({'trunks and branches' if t.budgets else 'seeds'}: mean and band)",
+              ["val/loss"]),
     ]  # fmt: skip
+    if t.budgets:  # a trunk (LR held) ends at its last branch point, each branch at its budget
+        panels.append(
+            wr.ScatterPlot(
+                title=f"final val loss against {BUDGET_KEY} per {t.arm_key}: branches at their budget "
+                f"({', '.join(map(str, t.budgets))}), trunks (LR held, no budget's result) at their end",
+                x=wr.Config(BUDGET_KEY), y=wr.SummaryMetric("val/loss"), log_x=True,
+            )
+        )  # fmt: skip
     if t.ladder_key:
         panels.append(
             wr.ScatterPlot(
@@ -189,6 +206,8 @@ def build_view(shape: RunShape, t: Target) -> Any:
     else:
         filters = [expr.Metric("ID").isin(list(t.run_ids))]
     pinned = ["config:arm", "config:lr", "config:seed", "summary:val/loss"] if t.arm_key else []
+    if t.budgets:  # which run is a trunk and which a branch: its trunk (empty for a trunk), point, budget
+        pinned[-1:-1] = [f"config:{key}" for key in BRANCH_COLUMNS]
     colors = {arm: COLORS[i % len(COLORS)] for i, arm in enumerate(t.arms)} if t.arm_key else {}
     runs = {rid: ws.RunSettings(color=colors[arm]) for rid, arm in t.run_arms.items() if arm in colors}
     return ws.Workspace(

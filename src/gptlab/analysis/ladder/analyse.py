@@ -73,6 +73,21 @@ def check_sizes(rungs: list[str], sizes: dict[str, float], arm: str) -> None:
             )
 
 
+def cell_values(cells: list[Cell], seeds: list[str]) -> np.ndarray:
+    """(R, K, LR, S) results of the cells (in the order given: rungs, or budgets), arms in grid
+    order; NaN where a planned job has none."""
+    n_lr = len(cells[0].arms[0].points) if cells else 0
+    vals = np.full((len(cells), len(cells[0].arms) if cells else 0, n_lr, len(seeds)), np.nan)
+    for i, cell in enumerate(cells):
+        for k, a in enumerate(cell.arms):
+            for li, p in enumerate(a.points):
+                res = p.results()
+                for si, s in enumerate(seeds):
+                    if s in res:
+                        vals[i, k, li, si] = res[s]
+    return vals
+
+
 def _gap_estimate(diff: np.ndarray, reps: np.ndarray, n: int) -> powerlaw.Estimate:
     return powerlaw.estimate(float(diff), reps, n)
 
@@ -109,15 +124,7 @@ def analyse(cells: list[Cell], record: dict[str, Any]) -> LadderResult:
                 entry.points = best.results()
             table[(r, a.arm)] = entry
     # values (R, K, LR, S) for the bootstrap; complete (R, K, LR): every seed has a result there
-    n_lr = len(cells[0].arms[0].points) if cells else 0
-    vals = np.full((len(rungs), len(arms), n_lr, len(seeds)), np.nan)
-    for i, r in enumerate(rungs):
-        for k, a in enumerate(by_rung[r].arms):
-            for li, p in enumerate(a.points):
-                res = p.results()
-                for si, s in enumerate(seeds):
-                    if s in res:
-                        vals[i, k, li, si] = res[s]
+    vals = cell_values([by_rung[r] for r in rungs], seeds)
     complete = np.isfinite(vals).all(-1)
     used = [r for i, r in enumerate(rungs) if complete[i].any(-1).all()]
     kb = arms.index(baseline)

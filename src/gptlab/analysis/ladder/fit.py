@@ -128,8 +128,12 @@ def _crossover(curve: Any, other: Any, lo: float, hi: float) -> np.ndarray:
 
 
 def extrapolate(
-    arm: str, baseline: str, model: Model | None, base: Model | None, base_sizes: np.ndarray, n: int
-) -> Extrapolation:
+    arm: str, baseline: str, model: Model | None, base: Model | None, base_sizes: np.ndarray, n: int,
+    where: str = "the largest rung", axis: str = "N",
+) -> Extrapolation:  # fmt: skip
+    """The gap of two fitted curves at the largest size and at EXTRAPOLATE × it, its change and
+    where the curves cross, with the verdict (`where` names the largest point in its words, `axis`
+    the variable in the log-linear note: a budget sweep extrapolates in tokens D)."""
     n_max = float(base_sizes.max())
     n_ext = EXTRAPOLATE * n_max
     if model is None or base is None:
@@ -153,12 +157,11 @@ def extrapolate(
     crossover = None
     if math.isfinite(cross_p) or np.isfinite(cross_b).any():
         crossover = powerlaw.estimate(cross_p, cross_b, n, log=True)
-    verdict = ladder_verdict(gap_last, gap_ext, change)
+    verdict = ladder_verdict(gap_last, gap_ext, change, where)
     limits = [name for name, m in ((arm, model), (baseline, base)) if m.kind == "log-linear limit"]
     if limits:
-        verdict += (
-            f" (on the log-linear limit for {', '.join(limits)}: no E, the loss falls with ln N unbounded)"
-        )
+        names = ", ".join(limits)
+        verdict += f" (on the log-linear limit for {names}: no E, the loss falls with ln {axis} unbounded)"
     return Extrapolation(arm, baseline, n_max, n_ext, gap_last, gap_ext, change, crossover, verdict)
 
 
@@ -185,12 +188,15 @@ def trend(
     return Trend(arm, baseline, per, verdict)
 
 
-def ladder_verdict(gap_last: powerlaw.Estimate, gap_ext: powerlaw.Estimate, change: powerlaw.Estimate) -> str:
+def ladder_verdict(
+    gap_last: powerlaw.Estimate, gap_ext: powerlaw.Estimate, change: powerlaw.Estimate,
+    where: str = "the largest rung",
+) -> str:  # fmt: skip
     """widens / narrows / holds / flips / inconclusive (the rule in this module's docstring)."""
     if not all(math.isfinite(e.low) for e in (gap_last, gap_ext, change)):
         return "inconclusive: no interval (too few seeds or resamples that converged)"
     if not gap_last.excludes_zero:
-        return "inconclusive: no resolved gap at the largest rung"
+        return f"inconclusive: no resolved gap at {where}"
     s = 1.0 if gap_last.value > 0 else -1.0
     if (s > 0 and gap_ext.high < 0) or (s < 0 and gap_ext.low > 0):
         return "flips"

@@ -9,6 +9,7 @@ unfinished jobs `interrupted`. On another host the pid cannot be checked and the
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import socket
@@ -187,7 +188,58 @@ def read_status(sweep_dir: str | Path, now: float | None = None) -> tuple[list[R
             Row(job.name, state, steps_done(job), max_steps(job), last_val_loss(job), describe(job, keys))
         )
     running = [j for j in jobs if (launched.get(launcher_key(j)) or {}).get("state") == "running"]
-    return rows, status_line(rows, progress, alive, now, last_write(running))
+    line = status_line(rows, progress, alive, now, last_write(running))
+    if progress is not None and alive is not False and any(j.values.get("branch_from") for j in jobs):
+        line = line.rsplit(" | ETA ", 1)[0] + f" | ETA {clock(budget_eta(jobs, rows, progress, now))}"
+    return rows, line
+
+
+def trained_steps(job: Job) -> int | None:
+    """The steps a job trains: trainer.max_steps, less a branch's point (it starts from the
+    trunk's checkpoint there); None when its overrides do not say."""
+    values = job.values
+    try:
+        return int(values["trainer.max_steps"]) - int(values.get("branch.at", 0))
+    except (KeyError, ValueError):
+        return None
+
+
+def _schedule(free: list[float], times: list[float]) -> float:
+    """When the last of `times` ends, each taking the slot that frees first (free: when each slot
+    frees)."""
+    heap = list(free)
+    heapq.heapify(heap)
+    for t in times:
+        heapq.heappush(heap, heapq.heappop(heap) + t)
+    return max(heap, default=0.0)
+
+
+def budget_eta(jobs: list[Job], rows: list[Row], progress: dict[str, Any], now: float) -> float | None:
+    """A budget sweep's ETA (gptlab.ablation.budgets): jobs of very different lengths (a trunk runs
+    to its last branch point, a branch only its decay) in two launcher calls, the branches after
+    every trunk. Each job is charged its trained steps × the seconds a step took over the finished
+    jobs of the current call (progress.json holds that call's jobs); the current call's running and
+    pending jobs are scheduled on its slots, then the jobs it does not hold and that have not run
+    (the branches, while the trunks run) from the moment its last job ends. None before a job of
+    the current call has finished, or when a job's length is unknown."""
+    launched = progress.get("jobs", {})
+    keys = [launcher_key(j) for j in jobs]
+    work = {k: trained_steps(j) for k, j in zip(keys, jobs, strict=True)}
+    done = [j for k, j in launched.items() if j.get("state") == "done" and j.get("start") and j.get("end")]
+    done_keys = [k for k, j in launched.items() if j in done]
+    running = [k for k, j in launched.items() if j.get("state") == "running" and j.get("start")]
+    pending = [k for k, j in launched.items() if j.get("state") == "pending"]
+    later = [k for k, r in zip(keys, rows, strict=False) if r.state == "pending" and k not in launched]
+    steps = [work.get(k) for k in done_keys + running + pending + later]
+    if not done or any(n is None for n in steps):
+        return None
+    known = {k: int(n) for k, n in work.items() if n is not None}
+    rate = sum(j["end"] - j["start"] for j in done) / max(1, sum(known[k] for k in done_keys))
+    slots = max(1, int(progress.get("slots", 1)))
+    free = [max(known[k] * rate - (now - launched[k]["start"]), 0.0) for k in running]
+    free += [0.0] * max(0, slots - len(free))
+    end = _schedule(free, [known[k] * rate for k in pending])
+    return _schedule([end] * slots, [known[k] * rate for k in later]) if later else end
 
 
 def last_write(jobs: list[Job]) -> float | None:
