@@ -10,6 +10,10 @@ register_configs()
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float:
+    from gptlab.training.run_record import checked
+
+    if checked(cfg) is None:  # refused before Lightning is imported (a sweep's job: NaN, the sweep goes on)
+        return float("nan")
     from gptlab.dashboards.cli import write_at_run_end
     from gptlab.training.app import run_job
 

@@ -992,6 +992,10 @@ MUTANTS: list[Mutant] = [
     Mutant("view_budget_columns_dropped", "dashboards/view.py",
            "pinned[-1:-1] = [f\"config:{key}\" for key in BRANCH_COLUMNS]", "pass",
            "the budget sweep's wandb run table does not say which run is a trunk and which a branch"),
+    # ---- train.py refuses before Lightning (lead, r7): issue 44 item 4 (the suite's start-ups) ----
+    Mutant("refusal_after_lightning", "training/run_record.py", "        return validate(raw)\n",
+           "        return raw  # type: ignore[return-value]\n",
+           "a bad config is refused only inside run_job, after Lightning's ~4 CPU s import"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

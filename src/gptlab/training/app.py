@@ -30,21 +30,17 @@ from gptlab.model import GPTConfig
 from gptlab.training.branches import BranchPointCheckpoints, prepare_branch, resolve_points, write_record
 from gptlab.training.callbacks.nonfinite import EXIT_NONFINITE, NonFiniteError
 from gptlab.training.callbacks.preemption import EXIT_PREEMPTED
-from gptlab.training.callbacks.summary import RunSummary, write_json_atomic
+from gptlab.training.callbacks.summary import RunSummary
 from gptlab.training.callbacks.tasks import task_lines
 from gptlab.training.gpu_defaults import enable_tf32, resolve_compile
 from gptlab.training.job_identity import job_overrides, job_tags, run_name, sweep_arm_key
 from gptlab.training.launch import LocalWorkers, externally_launched
 from gptlab.training.loggers import ablation_fields, build_loggers, finish_wandb, log_lineage
 from gptlab.training.module import GPTLightningModule
+from gptlab.training.run_record import refuse, validate, write_json_atomic
 from gptlab.training.trainer import build_callbacks, build_trainer, resolve_devices, task_callbacks
 
 log = logging.getLogger("gptlab")
-
-
-def validate(cfg: DictConfig) -> TrainConfig:
-    """Turn the composed DictConfig into typed dataclasses; GPTConfig validates itself."""
-    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
 
 
 def model_config(cfg: TrainConfig, vocab_size: int, tokenizer: Any = None) -> GPTConfig:
@@ -235,13 +231,8 @@ def run_job(raw: DictConfig) -> float:
         result = train(cfg, raw, run_dir)
         best = result.get("best_val_loss")
         return float(best) if best is not None else math.nan
-    except USER_ERRORS as err:
-        failed = {"status": "failed", "error": one_line(err), "overrides": job_overrides()}
-        write_status(run_dir, failed, only_over_running=False)
-        if not multirun:
-            exit_with(err)
-        log.error(one_line(err))
-        return math.nan
+    except USER_ERRORS as err:  # refused after start-up (data, tasks, checkpoints): as train.py's check does
+        return refuse(err, run_dir, multirun)
     except NonFiniteError as err:  # train() wrote metrics.json (status failed)
         if not multirun:
             exit_with(err, EXIT_NONFINITE)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -11,20 +10,14 @@ from typing import Any
 
 import lightning as L
 
+from gptlab.training.run_record import write_json_atomic as write_json_atomic  # its callers import it here
+
 
 def _scalar(value: Any) -> float | None:
     try:
         return float(value)
     except (TypeError, ValueError):
         return None
-
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON to a temporary name and rename: a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
 
 
 class RunSummary(L.Callback):
