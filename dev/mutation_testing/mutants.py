@@ -927,6 +927,11 @@ MUTANTS: list[Mutant] = [
     Mutant("attn_stats_ignore_mask", "training/callbacks/attention_stats.py", "    if mask is None:\n",
            "    mask = None\n    if mask is None:\n",
            "attn_logit_max/entropy/sink over all causal pairs under model.window and document masks"),
+    # ---- the suite's budget (r7-suiteb): issue 44 item 4 ----
+    Mutant("coord_check_trains_before_checking", "analysis/coord_check_cli.py",
+           "        configs[par] = cfg  # both checked",
+           "        configs[par] = cfg\n        coord_check(cfg, widths, args.lr, args.steps, args.seeds)  #",
+           "coord_check.py trains SP's arm before refusing widths μP cannot take"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
