@@ -996,6 +996,11 @@ MUTANTS: list[Mutant] = [
     Mutant("refusal_after_lightning", "training/run_record.py", "        return validate(raw)\n",
            "        return raw  # type: ignore[return-value]\n",
            "a bad config is refused only inside run_job, after Lightning's ~4 CPU s import"),
+    # ---- the suite's budget (r7-suiteb): issue 44 item 4 ----
+    Mutant("coord_check_trains_before_checking", "analysis/coord_check_cli.py",
+           "        configs[par] = cfg  # both checked",
+           "        configs[par] = cfg\n        coord_check(cfg, widths, args.lr, args.steps, args.seeds)  #",
+           "coord_check.py trains SP's arm before refusing widths μP cannot take"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -19,8 +19,7 @@ pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 LOSS_RTOL = 1e-5
 
 
-def test_ddp_muon_matches_single_process(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
+def test_ddp_muon_matches_single_process(tmp_path: Path, cache: Path) -> None:
     base = [
         *common(cache),
         "model.n_layer=2",

@@ -17,13 +17,13 @@ MUP = ["model/parametrization=mup", "model.mup_base_width=16", "model.n_layer=2"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def runs(tmp_path_factory: pytest.TempPathFactory, single_run: Path, cache: Path) -> dict[str, Path]:
+    """SP's run is the session's single-process reference (conftest.single_run: these overrides
+    without MUP); the μP runs are made here."""
     root = tmp_path_factory.mktemp("mup_dist")
-    cache = root / "cache"
     single = [*common(cache), f"data.batch_size={GLOBAL_BATCH}", "trainer.accelerator=cpu",
               "trainer.devices=1", "logger=csv"]  # fmt: skip
-    out = {name: root / name for name in ("sp", "mup", "ddp", "fsdp")}
-    run(train_cmd(*single, "model.n_layer=2", f"hydra.run.dir={out['sp']}"), root / "c0").check()
+    out = {name: root / name for name in ("mup", "ddp", "fsdp")} | {"sp": single_run}
     run(train_cmd(*single, *MUP, f"hydra.run.dir={out['mup']}"), root / "c1").check()
     ddp = [*MUP, *common(cache), *TWO_CPU, "model.activation_checkpointing=full", "logger=csv"]
     run(train_cmd(*ddp, f"hydra.run.dir={out['ddp']}"), root / "c2").check()

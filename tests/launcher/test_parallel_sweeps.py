@@ -11,18 +11,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from gptlab.ablation.grid import grid_identity
 from gptlab.analysis.sweep.tables import parse_table
 from tests.conftest import QUICK_ENV, REPO, TINY, run_script
 from tests.distributed.test_multirun import wandb_records
-from tests.waiting import SUITE_LIMIT_S, ended, wait_until
 
 PROBE = REPO / "tests" / "launcher" / "probe_app" / "app.py"
 TABLES = ("#### Arms", "#### Against the baseline", "#### Final val loss by LR, mean [95% CI] over seeds")
@@ -219,132 +216,3 @@ def test_two_ddp_jobs_side_by_side_do_not_collide(tmp_path: Path) -> None:
         assert json.loads((out / k / "metrics.json").read_text())["status"] == "finished"
     spans = [json.loads((out / k / "metrics.json").read_text()) for k in ("0", "1")]
     assert all(s["steps"] == 6 for s in spans)
-
-
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            found.add(c)
-            todo.append(c)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-@pytest.mark.slow
-def test_sigterm_to_the_sweep_checkpoints_every_running_job_and_a_rerun_resumes(tmp_path: Path) -> None:
-    out = tmp_path / "sweep"
-    cmd = [
-        sys.executable, str(REPO / "train.py"), "-m", "experiment=ablate_tying_quick",
-        "hydra.sweeper.seeds=1", "trainer.max_steps=600", "trainer.val_check_interval=300",
-        f"hydra.sweep.dir={out}", "logger=csv",
-        "hydra.launcher.slots=2", "hydra.launcher.threads=1", "sample.max_new_tokens=0",
-    ]  # fmt: skip
-    env = {**os.environ, **QUICK_ENV, "WANDB_MODE": "offline"}
-    sweep = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:  # both slots busy, past the start of fit (csv rows written)
-        wait_until(
-            lambda: (
-                len([p for p in out.glob("*/csv/metrics.csv") if len(p.read_text().splitlines()) > 2]) >= 2
-            ),
-            "both slots' jobs to train",
-            gone=ended(sweep),
-        )
-    except AssertionError:
-        sweep.kill()
-        raise
-    pids = _descendants(sweep.pid)
-    assert len(pids) >= 2
-    sweep.send_signal(signal.SIGTERM)
-    _, err = sweep.communicate(timeout=SUITE_LIMIT_S)
-    assert sweep.returncode == 143, err[-3000:]
-    assert not [p for p in pids if _alive(p)]  # no job trains on as an orphan
-    states = {
-        d.name: json.loads((d / "metrics.json").read_text())["status"]
-        for d in out.iterdir()
-        if d.name.isdigit()
-    }
-    preempted = [k for k, s in states.items() if s == "preempted"]
-    assert len(preempted) >= 1 and set(states.values()) <= {"preempted", "finished"}
-    for k in preempted:
-        assert (out / k / "checkpoints" / "last.ckpt").is_file()
-    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    for k in preempted:
-        assert f"job {k}: re-launched with ckpt_path=" in rerun.stdout + rerun.stderr
-    final = {d.name: json.loads((d / "metrics.json").read_text()) for d in out.iterdir() if d.name.isdigit()}
-    assert sorted(final) == ["0", "1", "2", "3"]
-    assert all(m["status"] == "finished" and m["steps"] == 600 for m in final.values())
-
-
-@pytest.mark.slow
-def test_rerun_with_gaps_puts_each_job_in_its_own_numbered_dir(
-    quick_tying_sweep: Path, tmp_path: Path
-) -> None:
-    """Jobs 1 and 5 of a finished sweep are gone (never ran): the re-run launches both in one call,
-    and each lands in its own directory with its own overrides, number and loss, not in 1 and 2."""
-    import shutil
-
-    import yaml
-
-    out = tmp_path / "sweep"
-    shutil.copytree(quick_tying_sweep, out)
-    for k in ("1", "5"):
-        shutil.rmtree(out / k)
-    before = {k: (out / k / "metrics.json").stat().st_mtime_ns for k in ("0", "2", "3", "4", "6", "7")}
-    cache = quick_tying_sweep.parent.parent / "token-cache"
-    proc = run_script(
-        "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}",
-        f"data.cache_dir={cache}", env=QUICK_ENV, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for k in ("1", "5"):
-        ours = out / k / ".hydra"
-        theirs = quick_tying_sweep / k / ".hydra" / "overrides.yaml"
-        # the re-run adds logger.group=<the sweep's original group>: how it ran, not which job it is
-        mine = grid_identity(yaml.safe_load((ours / "overrides.yaml").read_text()))
-        assert mine == grid_identity(yaml.safe_load(theirs.read_text()))
-        assert yaml.safe_load((ours / "hydra.yaml").read_text())["hydra"]["job"]["num"] == int(k)
-    assert _losses(out) == _losses(quick_tying_sweep)
-    assert {k: (out / k / "metrics.json").stat().st_mtime_ns for k in before} == before  # untouched
-
-
-@pytest.mark.slow
-def test_an_array_task_retried_over_its_unfinished_run_resumes_from_last_ckpt(tmp_path: Path) -> None:
-    """What a requeued SLURM array task meets: its job directory holds a run that stopped (status
-    preempted, last.ckpt at step 10). A plain multirun through hydra/launcher=array_local, which adds
-    no ckpt_path itself, resumes it from that checkpoint instead of starting over."""
-    out = tmp_path / "sweep"
-    common = [*TINY, "trainer.val_check_interval=5", "sample.max_new_tokens=0", "data.max_bytes=200000"]
-    first = run_script("train.py", *common, "trainer.max_steps=10", f"hydra.run.dir={out / '0'}", timeout=300)
-    assert first.returncode == 0, first.stderr[-3000:]
-    metrics = out / "0" / "metrics.json"
-    metrics.write_text(json.dumps({**json.loads(metrics.read_text()), "status": "preempted"}))
-    assert (out / "0" / "checkpoints" / "last.ckpt").is_file()
-    again = run_script(
-        "train.py", "-m", *common, "trainer.max_steps=20", "hydra/launcher=array_local",
-        f"hydra.sweep.dir={out}", timeout=600,
-    )  # fmt: skip
-    assert again.returncode == 0, again.stderr[-3000:]
-    logs = [p for p in (out / ".submitit").rglob("*") if p.suffix in (".out", ".err")]
-    log = "".join(p.read_text() for p in logs) + again.stdout + again.stderr
-    assert "job 0: its directory holds an unfinished run; resuming from" in log
-    final = json.loads(metrics.read_text())
-    assert final["status"] == "finished" and final["steps"] == 20
-    job_log = "".join(p.read_text() for p in (out / "0").glob("*.log"))
-    assert "Restored all states from the checkpoint" in job_log  # Lightning's: not a fresh start

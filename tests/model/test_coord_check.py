@@ -90,7 +90,10 @@ def test_cli_writes_the_figure_and_the_slopes(tmp_path) -> None:
 
 
 def test_cli_bad_widths_one_line_exit_2(tmp_path) -> None:
-    proc = run_script("scripts/coord_check.py", "--widths", "32,48", "--base", "32", "--out", str(tmp_path))
+    """Refused before any training: with a million steps, a run of SP's arm first (SP accepts 48)
+    would outlast the timeout."""
+    proc = run_script("scripts/coord_check.py", "--widths", "32,48", "--base", "32", "--steps", "1000000",
+                      "--out", str(tmp_path), timeout=120)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: model.mup_base_width=32 does not divide model.n_embd=48; "

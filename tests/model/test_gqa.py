@@ -153,16 +153,28 @@ def test_train_py_trains_the_default_model_with_grouped_query_attention(tmp_path
     assert logged and all(math.isfinite(v) for _, v in logged)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("bad", ["3", "0"])
-def test_train_py_refuses_a_bad_n_kv_head_in_one_line(bad: str, tmp_path: Path) -> None:
-    proc = run_script("train.py", f"model.n_kv_head={bad}", f"hydra.run.dir={tmp_path / 'run'}")
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1] == (
+def bad_n_kv_head_line(bad: str) -> str:
+    return (
         f"error: model.n_kv_head={bad} is not accepted with model.n_head=4; give null (= n_head, "
         "multi-head), 1 (multi-query) or a divisor of n_head (grouped-query)"
     )
+
+
+@pytest.mark.slow
+def test_train_py_refuses_a_bad_n_kv_head_in_one_line(tmp_path: Path) -> None:
+    """The CLI contract once, in a process (exit 2, no traceback, the one line); the other bad value
+    through the code the CLI runs (compose → validate), in this process: the same line."""
+    from gptlab.errors import USER_ERRORS, one_line
+    from gptlab.training.app import validate
+    from tests.training.rel_harness import compose_cfg
+
+    proc = run_script("train.py", "model.n_kv_head=3", f"hydra.run.dir={tmp_path / 'run'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == bad_n_kv_head_line("3")
+    with pytest.raises(USER_ERRORS) as err:
+        validate(compose_cfg("model.n_kv_head=0"))
+    assert one_line(err.value) == bad_n_kv_head_line("0")
 
 
 @pytest.mark.slow

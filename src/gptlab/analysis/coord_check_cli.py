@@ -93,14 +93,14 @@ def width_results(args: argparse.Namespace) -> dict[str, Sizes]:
             f"--widths={args.widths} --base={args.base} --steps={args.steps} --seeds={args.seeds} "
             f"--lr={args.lr} is not accepted; give 2 or more widths >= --base, steps, seeds >= 1, lr > 0"
         )
-    results = {}
+    configs = {}
     for par in ("sp", "mup"):
         cfg = GPTConfig(n_layer=args.layers, n_head=args.heads, n_embd=args.base, block_size=32,
                         parametrization=par, mup_base_width=args.base)  # fmt: skip
         for w in widths:
             GPTConfig(**(cfg.to_dict() | {"n_embd": w}))
-        results[par] = coord_check(cfg, widths, args.lr, args.steps, args.seeds)
-    return results
+        configs[par] = cfg  # both checked before either trains: SP accepts widths μP refuses
+    return {par: coord_check(cfg, widths, args.lr, args.steps, args.seeds) for par, cfg in configs.items()}
 
 
 def depth_results(args: argparse.Namespace) -> dict[str, Sizes]:
