@@ -148,6 +148,10 @@ def the_only(pattern: str, root: Path) -> Path:
 # Shrinking overrides: a couple of steps of a small stream, a short sample, no progress bar.
 STEPS = ["trainer.max_steps=2", "trainer.val_check_interval=2", "trainer.enable_progress_bar=false"]
 SMALL = [*STEPS, "data.max_bytes=200000", "data.val_windows=4", "sample.max_new_tokens=4"]
+# wandb off (the CSV log only) where a test reads nothing of wandb: its offline run costs a few CPU
+# seconds per job, and what it logs is read by the tests that check it (tests/distributed/test_multirun.py,
+# tests/dashboards, tests/ablation/test_sweep_resume.py); `make train` keeps the default loggers here.
+CSV = "logger=csv"
 GRID = ["seed=1", "trainer.log_every_n_steps=1", "data.batch_size=4"]  # one seed; the LR comes per preset
 
 

@@ -218,8 +218,8 @@ COMMANDS: dict[str, str] = {
     "python train.py -m experiment=ablate_placement logger=csv": "tests/docs/commands/test_sweeps.py::test_ablate_placement_cells_and_report_baseline",
     "python train.py -m experiment=ablate_init logger=csv": "tests/docs/commands/test_sweeps_small.py::test_ablate_tying_and_init",
     "python train.py -m experiment=ablate_ffn logger=csv": (
-        "tests/docs/commands/test_sweeps.py::test_ablate_ffn_through_make_sweep_and_report (the preset with the default logger; logger=csv alone "
-        "is what every shrunk preset run of this module uses)"
+        "tests/docs/commands/test_sweeps.py::test_ablate_ffn_through_make_sweep_and_report (the preset through `make sweep`, "
+        "logger=csv appended as on every shrunk preset run of tests/docs/commands)"
     ),
     "python train.py -m experiment=ablate_tying logger=csv": "tests/docs/commands/test_sweeps_small.py::test_ablate_tying_and_init",
     "python train.py -m experiment=lr_search logger=csv": "tests/docs/commands/test_sweeps_small.py::test_lr_search",

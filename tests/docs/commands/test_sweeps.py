@@ -12,6 +12,7 @@ import pytest
 
 from tests.docs.commands.parse import REPO
 from tests.docs.commands.run import (
+    CSV,
     in_parallel,
     make,
     result,
@@ -24,10 +25,11 @@ from tests.docs.commands.table import COMMANDS
 
 
 def ffn_chain(root: Path, cache: Path) -> dict[str, object]:
-    """`make sweep EXPERIMENT=ablate_ffn` (one seed, one LR, every arm, 2 steps; default loggers),
-    then `make report SWEEP=...` and `scripts/report.py <dir> wandb=true` on it."""
+    """`make sweep EXPERIMENT=ablate_ffn` (one seed, one LR, every arm, 2 steps; the CSV log, and no
+    report at the sweep's end: `make report SWEEP=...` writes the one the test reads), then
+    `scripts/report.py <dir> wandb=true` on it (its summary run, the only wandb run here)."""
     sweep = root / "ffn"
-    args = [*sweep_args(cache), f"hydra.sweep.dir={sweep}"]
+    args = [*sweep_args(cache), CSV, "hydra.sweeper.report=false", f"hydra.sweep.dir={sweep}"]
     out: dict[str, object] = {
         "sweep": run_argv(make("sweep", "EXPERIMENT=ablate_ffn", "ARGS=" + " ".join(args)), REPO)
     }
@@ -41,7 +43,7 @@ def placement_chain(root: Path, cache: Path) -> dict[str, object]:
     out: dict[str, object] = {}
     cwd = root / "placement"
     doc = "python train.py -m experiment=ablate_placement model.n_layer=4,12"
-    out["sweep"] = run_doc(doc, *sweep_args(cache), "logger=csv", cwd=cwd)
+    out["sweep"] = run_doc(doc, *sweep_args(cache), CSV, cwd=cwd)
     sweeps = sorted((cwd / "multirun").glob("*"))
     if sweeps:
         out["dir"] = sweeps[0]

@@ -14,6 +14,7 @@ import yaml
 
 from tests.docs.commands.parse import REPO
 from tests.docs.commands.run import (
+    CSV,
     SMALL,
     STEPS,
     Ran,
@@ -53,7 +54,9 @@ def demo_chain(home: Path, cache: Path) -> dict[str, object]:
         "python train.py model.init_from=outputs/demo/hf optim.lr=3e-4 optim.warmup_steps=0 trainer.max_steps=100 "
         "trainer.val_check_interval=50 hydra.run.dir=outputs/demo-ft"
     )
-    out["init_from"] = run_doc(ft, *STEPS, "sample.max_new_tokens=4", f"data.cache_dir={cache}", cwd=home)
+    out["init_from"] = run_doc(
+        ft, *STEPS, "sample.max_new_tokens=4", f"data.cache_dir={cache}", CSV, cwd=home
+    )
     return out
 
 
@@ -64,7 +67,8 @@ def trains(work: Path, cache: Path) -> dict[str, object]:
         "demo": lambda: demo_chain(work / "home", cache),
         "layers24": lambda: run_doc(
             "python train.py model.n_layer=24 optim.warmup_steps=0", *SMALL, "trainer.max_steps=1", c,
-            "model.block_size=64", "data.batch_size=2", cwd=work / "layers24",
+            "model.block_size=64", "data.batch_size=2", "model.n_embd=32", "model.n_head=2", CSV,
+            cwd=work / "layers24",  # 24 blocks as documented, each 32 wide: the test reads the depth
         ),
         "params": lambda: [
             run_doc("python -m gptlab.analysis.params model=gpt2", cwd=work / "params"),
