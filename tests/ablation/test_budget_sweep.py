@@ -81,13 +81,16 @@ def test_budgets_refuse_a_derived_key_on_the_command_line(tmp_path: Path) -> Non
     assert not (tmp_path / "s").exists()
 
 
+CSV = ["logger=csv"]  # the CSV log only: these tests read no wandb run (12 offline ones)
+
+
 @pytest.fixture(scope="module")
 def budget_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("budgets") / "sweep"
     cache = out.parent / "token-cache"
     proc = run_script(
         "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={out}", f"data.cache_dir={cache}",
-        env=QUICK_ENV, timeout=600,
+        *CSV, env=QUICK_ENV, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc.stdout + proc.stderr
@@ -215,7 +218,7 @@ def test_budget_sweep_rerun_skips_finished_and_resumes_the_rest(budget_sweep, tm
     cache = budget_sweep[0].parent / "token-cache"
     proc = run_script(
         "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={sweep}",
-        f"data.cache_dir={cache}", env=QUICK_ENV, timeout=600,
+        f"data.cache_dir={cache}", *CSV, env=QUICK_ENV, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = proc.stdout + proc.stderr

@@ -18,6 +18,7 @@ def test_bench_sweep_times_both_and_compares_losses(tmp_path: Path) -> None:
         "dev/bench/sweep.py", "--rounds", "1", "--no-warmup", "--work", str(tmp_path / "work"),
         "--json", str(out),
         "--set", "hydra.sweeper.seeds=1", "--set", "optim.lr=0.01", "--set", "trainer.max_steps=4",
+        "--set", "logger=csv",  # the bench compares metrics.json's losses; no wandb run is read
         timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
