@@ -443,7 +443,7 @@ MUTANTS: list[Mutant] = [
            "MAX_PIECE_CHARS = 16", "identifiers and indentation are cut: ordinary text's merges change"),
     Mutant("cache_format_not_bumped", "data/plan.py", "FORMAT_VERSION = 4", "FORMAT_VERSION = 3",
            "caches packed with special tokens read and blank documents kept are reused"),
-    Mutant("blank_docs_kept_loaded", "data/sources/__init__.py", "n_rows, ds = len(ds), drop_blank(ds)",
+    Mutant("blank_docs_kept_loaded", "data/sources/documents.py", "n_rows, ds = len(ds), drop_blank(ds)",
            "n_rows, ds = len(ds), ds",
            "blank rows and whole files pack as a lone EOS (and take a place in the val numbering)"),
     Mutant("blank_docs_kept_streamed", "data/sources/stream.py", "if t and not is_blank(t)]",
@@ -1001,6 +1001,10 @@ MUTANTS: list[Mutant] = [
            "        configs[par] = cfg  # both checked",
            "        configs[par] = cfg\n        coord_check(cfg, widths, args.lr, args.steps, args.seeds)  #",
            "coord_check.py trains SP's arm before refusing widths μP cannot take"),
+    # ---- short runs pay for their extras (r7-short): issue 48 item 5 ----
+    Mutant("cached_run_imports_datasets", "data/packing.py", "if TYPE_CHECKING:  # annotations only",
+           "if True:  # annotations only",
+           "a run on cached tokens imports datasets (~0.5 CPU s) it never uses"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -75,7 +75,7 @@ def test_second_prepare_uses_cache(text_cfg, monkeypatch, caplog) -> None:
     def no_reload(cfg):
         raise AssertionError("documents were loaded again")
 
-    monkeypatch.setattr(packing, "load_documents", no_reload)
+    monkeypatch.setattr(packing.sources, "load_documents", no_reload)
     with caplog.at_level(logging.INFO, logger="gptlab.data.packing"):
         second = prepare_tokens(cfg)
     assert "using cached tokens at" in caplog.text

@@ -19,22 +19,24 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gptlab.data import integrity
+from gptlab.data import integrity, sources
 from gptlab.data.cache import SPLITS, PackedData, file_lock, remove_unfinished, sigterm_raises, trusted_meta
 from gptlab.data.config import DataConfig
 from gptlab.data.plan import FORMAT_VERSION, DataPlan, SourcePlan
 from gptlab.data.resolve import resolve
-from gptlab.data.sources import load_documents
 from gptlab.data.sources.stream import pieces
 from gptlab.data.splits import token_dtype, val_mask, val_period
 from gptlab.data.tokenizers import Tokenizer, build_tokenizer, load_tokenizer
 from gptlab.data.writer import split_last_tokens, write_stream
+
+if TYPE_CHECKING:  # annotations only: documents come from sources.load_documents, on a cache miss
+    import datasets
 
 __all__ = ["PackedData", "prepare_tokens", "pack", "token_dtype", "val_mask", "val_period"]
 
@@ -161,7 +163,7 @@ def _text_bytes(plan: DataPlan, docs: datasets.Dataset) -> int | None:
 
 def _pack_dataset(plan: DataPlan, tmp: Path) -> tuple[Tokenizer, dict, int]:
     """Load the documents as a Dataset, tokenize with datasets.map, write the splits."""
-    docs = load_documents(plan.source)
+    docs = sources.load_documents(plan.source)  # imports datasets: a cached run never gets here
     if len(docs) == 0:
         raise ValueError(
             f"data.source={plan.source.kind}: the source has no documents (path={plan.source.path})"

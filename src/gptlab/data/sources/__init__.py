@@ -1,58 +1,25 @@
 """Document sources, the first stage: every data.source becomes a `datasets.Dataset` with one "text"
-column (load_documents), or, for the streaming packer, a stream of UTF-8 pieces (sources.stream).
+column (load_documents, in sources.documents), or, for the streaming packer, a stream of UTF-8 pieces
+(sources.stream).
 
 The stages take a resolved SourcePlan (data.plan): the files are already matched, nothing here reads
 the data config or resolves a path. One module per kind: stdlib, files (text/json/parquet), hub.
+Importing the package imports no `datasets` (~0.5 CPU s): data.resolve reads the stdlib's file list
+on every run, and a run on cached tokens loads no documents; `load_documents` is imported when asked for.
 """
 
 from __future__ import annotations
 
-import logging
+from typing import Any
 
-import datasets
-
-from gptlab.data.plan import SourcePlan
-from gptlab.data.sources.blank import drop_blank
-from gptlab.data.sources.files import load_files
-from gptlab.data.sources.hub import load_hub
-from gptlab.data.sources.limits import limit_bytes
-from gptlab.data.sources.stdlib import STDLIB_EXCLUDED_DIRS, stdlib_documents, stdlib_files
+from gptlab.data.sources.stdlib import STDLIB_EXCLUDED_DIRS, stdlib_files
 
 __all__ = ["STDLIB_EXCLUDED_DIRS", "load_documents", "stdlib_files"]
 
-log = logging.getLogger(__name__)
 
+def __getattr__(name: str) -> Any:
+    if name == "load_documents":
+        from gptlab.data.sources.documents import load_documents
 
-def _text_only(ds: datasets.Dataset, column: str, what: str) -> datasets.Dataset:
-    if column not in ds.column_names:
-        raise ValueError(
-            f"data.text_column={column!r} is not a column of {what}; accepted: one of {ds.column_names}"
-        )
-    ds = ds.select_columns([column])
-    return ds.rename_column(column, "text") if column != "text" else ds
-
-
-def load_documents(src: SourcePlan) -> datasets.Dataset:
-    """Load the corpus as documents in a fixed order, one per row of column "text" (pystdlib adds
-    column "group": documents of one group go to the same split); blank documents are dropped
-    before data.max_bytes counts (sources.blank)."""
-    if src.kind == "pystdlib":
-        assert src.root is not None
-        ds = stdlib_documents(src.root, list(src.files), src.max_bytes)
-    elif src.kind == "hub":
-        ds = _text_only(load_hub(src), src.text_column, f"hub dataset {src.name or src.path}")
-    else:
-        ds = load_files(src.kind, src.files, src.path, src.hf_cache)
-        column = "text" if src.kind == "text" else src.text_column
-        ds = _text_only(ds, column, f"data.path={src.path!r}")
-    if src.kind != "pystdlib":  # stdlib_documents drops its own, before its byte budget
-        n_rows, ds = len(ds), drop_blank(ds)
-        if n_rows and not len(ds):  # what the streaming packer says of the same files
-            raise ValueError(
-                f"data.source={src.kind}: the documents hold no text (0 tokens; path={src.path}); "
-                "accepted: non-empty UTF-8 text"
-            )
-    if src.max_bytes is not None and src.kind != "pystdlib":
-        ds = limit_bytes(ds, src.max_bytes)
-    log.info("loaded %d documents from data.source=%s", len(ds), src.kind)
-    return ds
+        return load_documents
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,10 +9,13 @@ form feed): a document of other Unicode spaces (U+00A0, U+3000) is text and is k
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-import datasets
 import numpy as np
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:  # only loaders pass a Dataset (data.sources: no datasets import on a cached run)
+    import datasets
 
 log = logging.getLogger(__name__)
 

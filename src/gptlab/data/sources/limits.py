@@ -4,10 +4,12 @@ character boundary."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-
-import datasets
+from typing import TYPE_CHECKING
 
 from gptlab.data.sources.blank import is_blank
+
+if TYPE_CHECKING:
+    import datasets
 
 
 def take_bytes(texts: Iterable[str | None], max_bytes: int) -> Iterator[str]:
@@ -30,6 +32,8 @@ def take_bytes(texts: Iterable[str | None], max_bytes: int) -> Iterator[str]:
 
 def limit_bytes(ds: datasets.Dataset, max_bytes: int) -> datasets.Dataset:
     """Keep the leading documents of `ds` that fit in max_bytes (the last one truncated)."""
+    import datasets  # here, not at the top: stdlib.py (read on every run) imports take_bytes
+
     total, batch_size = 0, 1000
     for start in range(0, len(ds), batch_size):
         texts = ds[start : start + batch_size]["text"]

@@ -8,11 +8,13 @@ import re
 import sysconfig
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-
-import datasets
+from typing import TYPE_CHECKING
 
 from gptlab.data.sources.blank import is_blank
 from gptlab.data.sources.limits import take_bytes
+
+if TYPE_CHECKING:
+    import datasets
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ def stdlib_documents(root: Path, files: list[Path], max_bytes: int | None) -> da
     """The stdlib files in path order, each with its family in a "group" column (packing splits
     train/val by group, so near-duplicate files never straddle the split); empty files (three
     `__init__.py` on 3.11) are dropped, as blank documents are from every source (sources.blank)."""
+    import datasets  # here: data.resolve reads stdlib_files on every run, cached tokens or not
+
     read: list[Path] = []  # the non-blank files, in the order their texts were yielded
 
     def nonblank() -> Iterator[str]:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from gptlab.data.plan import SourcePlan
 from gptlab.data.sources.blank import is_blank
-from gptlab.data.sources.hub import hub_texts
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +143,8 @@ def limit_pieces(chunks: Iterable[Chunk], max_bytes: int | None) -> Iterator[Chu
 
 def hub_pieces(src: SourcePlan) -> Iterator[Chunk]:
     """One piece per row (each row is a document; blank rows dropped), up to data.max_bytes."""
+    from gptlab.data.sources.hub import hub_texts  # imports datasets: a text file's stream needs none
+
     rows = ([t.encode("utf-8") for t in texts if t and not is_blank(t)] for texts in hub_texts(src))
     return limit_pieces(((raws, [True] * len(raws)) for raws in rows), src.max_bytes)
 

@@ -1,0 +1,47 @@
+"""What a short run imports (issue 48 item 5, docs/performance.md "Short runs"): `datasets` costs ~0.5
+CPU s to import and is needed only to pack a corpus, so a run whose tokens are cached imports none of it.
+Checked in a fresh interpreter, which imports what train.py's path imports and prepares cached tokens of
+the default source (the stdlib, listed by data.resolve on every run) and of a text file (the streaming
+packer's source)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from gptlab.data.config import DataConfig
+from gptlab.data.packing import prepare_tokens
+from tests.conftest import REPO
+
+CHILD = """
+import json, sys
+import gptlab.training.app, gptlab.dashboards.cli  # what train.py's main imports
+from gptlab.data.config import DataConfig
+from gptlab.data.packing import prepare_tokens
+for spec in json.loads(sys.argv[1]):
+    prepare_tokens(DataConfig(**spec))
+print(json.dumps(sorted(m for m in ("datasets", "pandas") if m in sys.modules)))
+"""
+
+
+def test_a_run_on_cached_tokens_imports_no_datasets(tmp_path: Path) -> None:
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(400)))
+    specs = [
+        {"cache_dir": str(tmp_path / "cache"), "max_bytes": 50_000},  # pystdlib, the default source
+        {"source": "text", "path": str(text), "doc_separator": "\n\n", "cache_dir": str(tmp_path / "cache")},
+    ]
+    for spec in specs:  # packed here: the child finds them cached
+        prepare_tokens(DataConfig(**spec))
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(specs)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
