@@ -972,6 +972,26 @@ MUTANTS: list[Mutant] = [
     Mutant("moe_expert_tokens_first_layer", "training/callbacks/moe_telemetry.py",
            'tokens/expert_{e:02d}": load[e]', 'tokens/expert_{e:02d}": sums[e]',
            "every MoE layer's tokens/expert_YY keys log the first MoE layer's counts"),
+    # ---- Gemma 2 export (r7-gemma2): issue 46 item 5 ----
+    Mutant("gemma2_norm_offset_dropped", "export/rules.py",
+           "return t + 1 if inverse else t - 1", "return t + 1 if inverse else t",
+           "a Gemma 2 export stores w, not w - 1, so its (1 + w) RMSNorm scales by 1 + w"),
+    Mutant("gemma2_embedding_scale_dropped", "export/rules.py",
+           "return t * root if inverse else t / root", "return t * root if inverse else t",
+           "a Gemma 2 export stores tok_emb unscaled, which Gemma multiplies by sqrt(d)"),
+    Mutant("gemma2_tied_head_unscaled", "export/gemma2.py",
+           '"tied_gain" if cfg.tie_embeddings else "gain"', '"gain"',
+           "a tied Gemma 2 head reads the sqrt(d)-scaled-down embedding with nothing undoing it"),
+    Mutant("gemma2_local_layer_parity_flipped", "export/gemma2.py",
+           "LOCAL if cfg.window_at(i) is not None else GLOBAL",
+           "LOCAL if cfg.window_at(i + 1) is not None else GLOBAL",
+           "Gemma 2's sliding layers are gptlab's global ones and the other way round"),
+    Mutant("gemma2_query_scalar_from_width", "export/gemma2.py",
+           '"query_pre_attn_scalar": cfg.head_dim,', '"query_pre_attn_scalar": cfg.n_embd // cfg.n_head,',
+           "a Gemma 2 export scales attention by (d/h)^-0.5 where attn_head_dim sets another head width"),
+    Mutant("gemma2_caps_swapped", "export/gemma2.py",
+           '"attn_logit_softcapping": cfg.attn_softcap,', '"attn_logit_softcapping": cfg.logit_softcap,',
+           "a Gemma 2 export caps the attention logits with model.logit_softcap"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

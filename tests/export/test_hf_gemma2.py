@@ -11,10 +11,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from gptlab.export import check_exportable, export_hf, gpt_from_hf, load_hf_config
+from gptlab.export import check_exportable, export_hf, gpt_from_hf, init_config, init_from_hf, load_hf_config
 from gptlab.model import GPT, GPTConfig
 
-from .test_hf import export_cli
+from .test_hf import documented_line, export_cli
 
 GEMMA: dict[str, Any] = dict(
     n_layer=2, n_embd=32, n_head=4, vocab_size=64, block_size=32, norm_placement="sandwich", ffn="geglu"
@@ -143,8 +143,36 @@ def test_cli_refuses_an_unmappable_sandwich_model_with_exit_2(
     monkeypatch.chdir(tmp_path)
     assert export_cli().main(["ckpt_path=m.ckpt", "out_dir=hf"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines == [
-        "export: error: model.ffn='relu' cannot be expressed by Gemma2ForCausalLM (its MLP is gated: "
-        "act(gate_proj(x))·up_proj(x)); accepted: 'geglu' or 'swiglu' or 'reglu'"
-    ]
+    assert lines == [documented_line("model.norm_placement=sandwich model.ffn=relu")]
     assert not (tmp_path / "hf").exists()
+
+
+def test_a_gemma2_config_gptlab_cannot_run_is_refused(tmp_path: Path) -> None:
+    """Gemma 2's own default query_pre_attn_scalar (256) is not this head width: refused by name."""
+    model = make_model({})
+    out = Path(export_hf(model, tmp_path / "m"))
+    config = json.loads((out / "config.json").read_text())
+    del config["query_pre_attn_scalar"]  # transformers' default applies
+    (out / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError) as err:
+        load_hf_config(out)
+    line = documented_line("test_a_gemma2_config_gptlab_cannot_run_is_refused").removeprefix("error: ")
+    assert str(err.value) == line.replace("<dir>", str(out))
+    config["query_pre_attn_scalar"], config["hidden_activation"] = 8, "gelu_pytorch_tanh"
+    (out / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"hidden_activation='gelu_pytorch_tanh' is no gated FFN"):
+        load_hf_config(out)
+
+
+def test_init_from_a_gemma2_dir_keeps_its_caps_and_windows(tmp_path: Path) -> None:
+    model = make_model(VARIANTS["tied_windows_caps"] | {"n_layer": 4})
+    out = export_hf(model, tmp_path / "m")
+    cfg = init_config(out, GPTConfig(**GEMMA | {"block_size": 16}))
+    assert (cfg.attn_softcap, cfg.logit_softcap, cfg.window, cfg.window_pattern) == (2.0, 3.0, 4, "SL")
+    fresh = GPT(cfg)
+    init_from_hf(fresh, out)
+    idx = torch.randint(0, GEMMA["vocab_size"], (2, 16), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(fresh.eval()(idx), model(idx), rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match=r"model.attn_softcap=None \(checkpoint: 2.0\).*windows"):
+        init_from_hf(GPT(GPTConfig(**GEMMA | {"n_layer": 4, "n_kv_head": 2})), out)

@@ -88,7 +88,9 @@ def rules(cfg: GPTConfig) -> list[Rule]:
             out.append(Rule(f"{hf}{hf_name}.weight", (f"{ours}{our_name}.weight",), "gain"))
         for our_name, hf_name in _LINEARS:
             out.append(Rule(f"{hf}{hf_name}.weight", (f"{ours}{our_name}.weight",)))
-    out.append(Rule("model.norm.weight", ("final_norm.weight",), "tied_gain" if cfg.tie_embeddings else "gain"))
+    out.append(
+        Rule("model.norm.weight", ("final_norm.weight",), "tied_gain" if cfg.tie_embeddings else "gain")
+    )
     if not cfg.tie_embeddings:
         out.append(Rule("lm_head.weight", ("lm_head.weight",)))
     return out
@@ -149,7 +151,9 @@ def config_fields(hf: Mapping[str, Any], where: Path) -> dict[str, Any]:
     act = hf.get("hidden_activation", "gelu_pytorch_tanh")
     ffn = {a: f for f, a in ACTIVATIONS.items()}.get(act)
     if ffn is None:
-        raise refuse(where, "hidden_activation", act, "is no gated FFN of gptlab's", "'gelu', 'silu' or 'relu'")
+        raise refuse(
+            where, "hidden_activation", act, "is no gated FFN of gptlab's", "'gelu', 'silu' or 'relu'"
+        )
     if hf.get("attention_bias", False):
         raise refuse(where, "attention_bias", True, "adds biases gptlab's bias-free target lacks", "false")
     if hf.get("use_bidirectional_attention"):
@@ -157,7 +161,9 @@ def config_fields(hf: Mapping[str, Any], where: Path) -> dict[str, Any]:
     n_layer = require(hf, "num_hidden_layers", where)
     kinds = hf.get("layer_types") or [LOCAL if i % 2 == 0 else GLOBAL for i in range(n_layer)]
     if not isinstance(kinds, list) or len(kinds) != n_layer or set(kinds) - {LOCAL, GLOBAL}:
-        raise refuse(where, "layer_types", kinds, "is not one kind per layer", f"{LOCAL!r} or {GLOBAL!r} each")
+        raise refuse(
+            where, "layer_types", kinds, "is not one kind per layer", f"{LOCAL!r} or {GLOBAL!r} each"
+        )
     local = LOCAL in kinds
     return {
         "vocab_size": require(hf, "vocab_size", where),
