@@ -135,7 +135,11 @@ def test_exported_files_follow_hf_layout(tmp_path: Path) -> None:
 REFUSED = [
     ({"norm_placement": "post"}, "norm_placement='post'", "'pre'"),
     # sandwich with any of these is Gemma 2's, refused by its own rules (test_hf_gemma2.py)
-    ({"norm_placement": "sandwich", "ffn": "gelu"}, "ffn='gelu'", "'geglu' or 'swiglu' or 'reglu'"),
+    (
+        {"norm_placement": "sandwich", "ffn": "gelu"},
+        "ffn='gelu'",
+        "'geglu_tanh' or 'geglu' or 'swiglu' or 'reglu'",
+    ),
     (
         {"norm_placement": "deepnorm", "depth_scaled_init": "none"},
         "norm_placement='deepnorm'",

@@ -36,7 +36,7 @@ REQUIRED: dict[str, tuple[Any, str]] = {
     "parametrization": ("sp", "no output multiplier or 1/d_head attention scale there"),
 }
 # gptlab's gated FFNs and the hidden_activation (transformers' ACT2FN name) of Gemma2MLP's gate
-ACTIVATIONS = {"geglu": "gelu", "swiglu": "silu", "reglu": "relu"}
+ACTIVATIONS = {"geglu_tanh": "gelu_pytorch_tanh", "geglu": "gelu", "swiglu": "silu", "reglu": "relu"}
 GROUPED_KV = True
 BASE_PREFIX = "model."
 IGNORED = re.compile(r"rotary_emb\.inv_freq$")
@@ -118,7 +118,9 @@ def config_keys(cfg: GPTConfig) -> dict[str, Any]:
         "attention_bias": False,
         "attention_dropout": cfg.dropout,
         "query_pre_attn_scalar": cfg.head_dim,  # logits scaled by head_dim^-0.5, as gptlab's SDPA
-        "sliding_window": cfg.window,
+        # read by no full_attention layer, but transformers 5.25 builds the sliding mask whatever
+        # layer_types says and refuses a null one: a window of the whole context is global
+        "sliding_window": cfg.window or cfg.block_size,
         "layer_types": layer_types(cfg),
         "attn_logit_softcapping": cfg.attn_softcap,
         "final_logit_softcapping": cfg.logit_softcap,
@@ -152,7 +154,11 @@ def config_fields(hf: Mapping[str, Any], where: Path) -> dict[str, Any]:
     ffn = {a: f for f, a in ACTIVATIONS.items()}.get(act)
     if ffn is None:
         raise refuse(
-            where, "hidden_activation", act, "is no gated FFN of gptlab's", "'gelu', 'silu' or 'relu'"
+            where,
+            "hidden_activation",
+            act,
+            "is no gated FFN of gptlab's",
+            "'gelu_pytorch_tanh', 'gelu', 'silu' or 'relu'",
         )
     if hf.get("attention_bias", False):
         raise refuse(where, "attention_bias", True, "adds biases gptlab's bias-free target lacks", "false")
