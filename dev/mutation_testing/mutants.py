@@ -992,6 +992,13 @@ MUTANTS: list[Mutant] = [
     Mutant("gemma2_caps_swapped", "export/gemma2.py",
            '"attn_logit_softcapping": cfg.attn_softcap,', '"attn_logit_softcapping": cfg.logit_softcap,',
            "a Gemma 2 export caps the attention logits with model.logit_softcap"),
+    Mutant("geglu_tanh_is_exact", "model/ffn.py",
+           '"geglu_tanh": partial(F.gelu, approximate="tanh")', '"geglu_tanh": F.gelu',
+           "model.ffn=geglu_tanh runs the exact GELU, not Gemma's tanh approximation"),
+    Mutant("gemma2_geglu_tanh_exported_exact", "export/gemma2.py",
+           '{"geglu_tanh": "gelu_pytorch_tanh", "geglu": "gelu"',
+           '{"geglu_tanh": "gelu", "geglu": "gelu_pytorch_tanh"',
+           "a Gemma 2 export swaps the exact and the tanh GELU of GeGLU"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
