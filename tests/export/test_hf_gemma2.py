@@ -147,6 +147,11 @@ def test_cli_refuses_an_unmappable_sandwich_model_with_exit_2(
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == [documented_line("model.norm_placement=sandwich model.ffn=relu")]
     assert not (tmp_path / "hf").exists()
+    model = make_model({})  # the same run with GeGLU: written, as Gemma 2
+    torch.save({"model_config": model.cfg.to_dict(), "state_dict": model.state_dict()}, tmp_path / "m.ckpt")
+    assert export_cli().main(["ckpt_path=m.ckpt", "out_dir=hf"]) == 0
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["Gemma2ForCausalLM"] and config["hidden_activation"] == "gelu"
 
 
 def test_a_gemma2_config_gptlab_cannot_run_is_refused(tmp_path: Path) -> None:
