@@ -134,7 +134,12 @@ def test_exported_files_follow_hf_layout(tmp_path: Path) -> None:
 
 REFUSED = [
     ({"norm_placement": "post"}, "norm_placement='post'", "'pre'"),
-    ({"norm_placement": "sandwich"}, "norm_placement='sandwich'", "'pre'"),
+    # sandwich with any of these is Gemma 2's, refused by its own rules (test_hf_gemma2.py)
+    (
+        {"norm_placement": "sandwich", "ffn": "gelu"},
+        "ffn='gelu'",
+        "'geglu_tanh' or 'geglu' or 'swiglu' or 'reglu'",
+    ),
     (
         {"norm_placement": "deepnorm", "depth_scaled_init": "none"},
         "norm_placement='deepnorm'",
@@ -159,7 +164,7 @@ REFUSED = [
     ({"attn_gate": "headwise"}, "attn_gate='headwise'", "'none'"),
     ({"attn_softcap": 50.0}, "attn_softcap=50.0", "None"),
     ({"logit_softcap": 30.0}, "logit_softcap=30.0", "None"),
-    ({"window": 32}, "window=32", "None"),  # no Mistral target (sliding_window) is written
+    ({"window": 32}, "window=32", "None"),  # Gemma 2 has windows, with sandwich norms
 ]
 
 

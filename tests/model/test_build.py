@@ -82,13 +82,14 @@ def test_sequence_longer_than_block_size_is_refused():
 
 
 def _reference_ffn(name: str, ffn, x: torch.Tensor) -> torch.Tensor:
-    """The six FFNs written out: gated ones multiply act(gate) by up, ungated apply act to up."""
+    """The seven FFNs written out: gated ones multiply act(gate) by up, ungated apply act to up."""
     acts = {
         "swiglu": lambda z: z * torch.sigmoid(z),  # SiLU
         "geglu": lambda z: 0.5 * z * (1 + torch.erf(z / math.sqrt(2))),  # exact GELU
         "reglu": torch.relu,
         "gelu": lambda z: 0.5 * z * (1 + torch.erf(z / math.sqrt(2))),
         "gelu_tanh": lambda z: 0.5 * z * (1 + torch.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z**3))),
+        "geglu_tanh": lambda z: 0.5 * z * (1 + torch.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z**3))),
         "relu": torch.relu,
     }
     act = acts[name]
@@ -99,11 +100,13 @@ def _reference_ffn(name: str, ffn, x: torch.Tensor) -> torch.Tensor:
     return h @ ffn.down_proj.weight.T
 
 
-@pytest.mark.parametrize("ffn", FFNS)
+@pytest.mark.parametrize("ffn", (*FFNS, "geglu_tanh"))  # geglu_tanh: Gemma's GeGLU (export/gemma2.py)
 def test_ffn_computes_its_formula(ffn):
     torch.manual_seed(0)
     cfg = tiny("pre", "rmsnorm", ffn, True, "rope", init_std=0.5)  # large: activations matter
     module = GPT(cfg).blocks[0].ffn
-    assert (module.gate_proj is not None) == (ffn in ("swiglu", "geglu", "reglu"))
+    assert (module.gate_proj is not None) == (ffn in ("swiglu", "geglu", "reglu", "geglu_tanh"))
+    if ffn == "geglu_tanh":  # counted like geglu: the same three matrices
+        assert GPT(cfg).num_params() == GPT(tiny("pre", "rmsnorm", "geglu", True, "rope")).num_params()
     x = torch.randn(3, 5, 32)
     torch.testing.assert_close(module(x), _reference_ffn(ffn, module, x), rtol=1e-5, atol=1e-5)

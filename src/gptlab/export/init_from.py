@@ -27,6 +27,8 @@ _ARCH_FIELDS = (
     "qk_norm",
     "qk_norm_scope",
     "attn_head_dim",
+    "attn_softcap",  # Gemma 2's caps (export/gemma2.py)
+    "logit_softcap",
 )
 # model.moe.* fields that shape the function (must agree), and those that only train it, which
 # init_config takes from model.moe.* when model/ffn=moe is given (else from config.json and defaults)
@@ -125,6 +127,9 @@ def init_from_hf(model: GPT, path: str | Path) -> None:
         for f in _ARCH_FIELDS
         if getattr(cfg, f) != getattr(ckpt_cfg, f) and (f != "qk_norm_scope" or cfg.qk_norm)
     ]
+    windows = [[c.window_at(i) for i in range(c.n_layer)] for c in (cfg, ckpt_cfg)]
+    if windows[0] != windows[1]:  # compared per layer: patterns SL and SLSL are the same 4 layers
+        wrong.append(f"the layers' windows {windows[0]} (checkpoint: {windows[1]})")
     if cfg.kv_heads != ckpt_cfg.kv_heads:  # null and n_head are the same multi-head attention
         wrong.append(
             f"model.n_kv_head={cfg.n_kv_head!r} gives {cfg.kv_heads} key/value heads "

@@ -6,6 +6,7 @@ table (`llama.rules`, `gpt2.rules`, the MoE targets' in moe_rules) in opposite d
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -26,8 +27,25 @@ class Rule:
     index: int | None = None
 
 
+SAME_SHAPE = ("copy", "gain", "embed", "tied_gain")
+
+
+def _rescale(op: str, t: torch.Tensor, inverse: bool) -> torch.Tensor:
+    """Gemma 2's value maps, d read off the tensor: gain w ↔ w − 1, embed W ↔ W / sqrt(d) (d: its
+    columns), tied_gain w ↔ sqrt(d)·w − 1 (d: its length)."""
+    if op == "gain":
+        return t + 1 if inverse else t - 1
+    if op == "embed":
+        root = math.sqrt(t.shape[1])
+        return t * root if inverse else t / root
+    root = math.sqrt(t.numel())
+    return (t + 1) / root if inverse else t * root - 1
+
+
 def to_hf(op: str, tensors: list[torch.Tensor], index: int | None = None) -> torch.Tensor:
     """Build one HF tensor from its gptlab parts."""
+    if op in SAME_SHAPE[1:]:
+        return _rescale(op, tensors[0], inverse=False)
     if op == "expert_t":
         return tensors[0][index].t()
     if op == "copy":
@@ -42,6 +60,8 @@ def to_hf(op: str, tensors: list[torch.Tensor], index: int | None = None) -> tor
 def from_hf(op: str, tensor: torch.Tensor) -> list[torch.Tensor]:
     """Split one HF tensor back into its gptlab parts (the inverse of `to_hf`; expert_t gives the one
     expert's slice, which the reader stacks)."""
+    if op in SAME_SHAPE[1:]:
+        return [_rescale(op, tensor, inverse=True)]
     if op == "expert_t":
         return [tensor.t()]
     if op == "copy":
@@ -57,7 +77,7 @@ def hf_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     """The shape HF must store for a rule, given the gptlab shapes it is made of."""
     if op == "expert_t":
         return tuple(reversed(shapes[0][1:]))
-    if op == "copy":
+    if op in SAME_SHAPE:
         return shapes[0]
     if op == "t":
         return tuple(reversed(shapes[0]))

@@ -1,41 +1,50 @@
 """Which HF architecture reproduces a config exactly, and each architecture's module by name.
 
-Dense models go to LlamaForCausalLM or GPT2LMHeadModel, `model/ffn=moe` ones to OLMoE, Mixtral or
-Qwen3-MoE (moe_targets), because only these reproduce gptlab's blocks exactly; each lives in its own
-module (`llama.py`, `gpt2.py`, `olmoe.py`, `mixtral.py`, `qwen3_moe.py`) with its names and config.json.
+Dense pre-norm models go to LlamaForCausalLM or GPT2LMHeadModel, dense `norm_placement=sandwich` ones
+to Gemma2ForCausalLM (with soft caps and local/global windows), `model/ffn=moe` ones to OLMoE, Mixtral
+or Qwen3-MoE (moe_targets), because only these reproduce gptlab's blocks exactly; each lives in its
+own module (`llama.py`, `gpt2.py`, `gemma2.py`, `olmoe.py`, `mixtral.py`, `qwen3_moe.py`) with its
+names and config.json.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from gptlab.export import gpt2, llama
+from gptlab.export import gemma2, gpt2, llama
 from gptlab.export.moe_targets import MOE_ARCHS, NAMES, moe_kind
 from gptlab.model.config import GPTConfig
 
 DENSE_ARCHS: dict[str, ModuleType] = {llama.KIND: llama, gpt2.KIND: gpt2}  # tried in this order
 DENSE_TYPES = tuple(DENSE_ARCHS)
-ARCHS: dict[str, ModuleType] = DENSE_ARCHS | MOE_ARCHS
+ARCHS: dict[str, ModuleType] = DENSE_ARCHS | {gemma2.KIND: gemma2} | MOE_ARCHS
 MODEL_TYPES = tuple(ARCHS)
 ARCHITECTURES = {kind: arch.ARCHITECTURE for kind, arch in ARCHS.items()}
-# attention switches neither target has (field: its off value, what the targets lack); pos_emb=none
+# attention switches the pre-norm targets lack (field: its off value, what the targets lack); pos_emb=none
 # is refused by each target's REQUIRED pos_emb. Llama's default RoPE in transformers 5.25 rotates
-# every head dimension (its partial_rotary_factor is read by other model types), and Gemma 2's soft
-# caps are not mapped here (Gemma2ForCausalLM's blocks also differ: (1 + w) norms, sandwich norms)
+# every head dimension (its partial_rotary_factor is read by other model types). Soft caps and
+# windows map to Gemma2ForCausalLM, whose blocks are sandwich-norm: the message says so.
+GEMMA2 = f"{gemma2.ARCHITECTURE} has it, with model.norm_placement='sandwich'"
 ATTENTION_OFF: dict[str, tuple[object, str]] = {
     "rope_fraction": (1.0, "their RoPE rotates every head dimension"),
     "nope_every": (None, "every layer applies the same position encoding"),
     "attn_gate": ("none", "no gate on the attention output"),
-    "attn_softcap": (None, "no cap on the attention logits"),
-    "logit_softcap": (None, "no cap on the output logits"),
-    # Mistral's sliding_window would say an all-local window, but no Mistral target is written
-    "window": (None, "every layer attends globally; no Mistral target with sliding_window is written"),
+    "attn_softcap": (None, f"no cap on the attention logits; {GEMMA2}"),
+    "logit_softcap": (None, f"no cap on the output logits; {GEMMA2}"),
+    "window": (None, f"every layer attends globally; {GEMMA2}"),
 }
+
+
+def target_names(cfg: GPTConfig) -> str:
+    """The architectures that could hold `cfg`, as refusals name them."""
+    if cfg.ffn == "moe":
+        return NAMES
+    return gemma2.ARCHITECTURE if cfg.norm_placement == "sandwich" else "LlamaForCausalLM or GPT2LMHeadModel"
 
 
 def check_exportable(cfg: GPTConfig) -> str:
     """The HF architecture that reproduces `cfg` exactly (its model_type), else why none does."""
-    targets = NAMES if cfg.ffn == "moe" else "LlamaForCausalLM or GPT2LMHeadModel"
+    targets = target_names(cfg)
     every = "they" if cfg.ffn == "moe" else "both"
     if cfg.parametrization == "completep" and cfg.mup_base_depth != cfg.n_layer:
         raise ValueError(
@@ -51,6 +60,8 @@ def check_exportable(cfg: GPTConfig) -> str:
             "(no output multiplier or 1/d_head attention scale there); accepted: "
             "parametrization sp, or mup at its base width (where it equals SP)"
         )
+    if targets == gemma2.ARCHITECTURE:
+        return gemma2.check(cfg)
     if cfg.norm == "dyt":
         raise ValueError(
             f"model.norm='dyt' cannot be expressed by {targets} (Hugging Face has no DyT layer: {every} "
@@ -65,6 +76,7 @@ def check_exportable(cfg: GPTConfig) -> str:
         raise ValueError(
             f"model.norm_placement={cfg.norm_placement!r} cannot be expressed by "
             f"{targets} ({every} are pre-norm); accepted: 'pre'"
+            + ("" if cfg.ffn == "moe" else f", or 'sandwich' ({gemma2.ARCHITECTURE})")
         )
     for name, (off, why) in ATTENTION_OFF.items():
         if getattr(cfg, name) != off:

@@ -1,4 +1,4 @@
-"""Write a pre-norm GPT as a transformers directory: config.json, model.safetensors, tokenizer.
+"""Write a GPT as a transformers directory: config.json, model.safetensors, tokenizer.
 
 transformers is never imported: config.json is written as a plain dict and the weights through
 safetensors, so export also works where transformers is not installed.
@@ -21,9 +21,8 @@ from gptlab.data.tokenizer_files import (
 )
 from gptlab.export.hf_config import common_keys
 from gptlab.export.moe_rules import zero_bias
-from gptlab.export.moe_targets import NAMES
 from gptlab.export.rules import short, to_hf
-from gptlab.export.targets import ARCHS, check_exportable
+from gptlab.export.targets import ARCHS, check_exportable, target_names
 from gptlab.export.weights import WEIGHT_FILES
 from gptlab.model.gpt import GPT
 
@@ -53,7 +52,7 @@ def export_hf(model: GPT, out_dir: str | Path, tokenizer_dir: str | Path | None 
     """Write `model` as a transformers directory: config.json, model.safetensors, tokenizer."""
     cfg = model.cfg
     kind = check_exportable(cfg)
-    targets = NAMES if cfg.ffn == "moe" else "LlamaForCausalLM or GPT2LMHeadModel"
+    targets = target_names(cfg)
     if model.documents is not None:  # a property of the run's data, kept on the model, not in cfg
         raise ValueError(
             f"data.document_mask=true (attention stops at each end-of-text id {model.documents.eot}) "

@@ -12,7 +12,7 @@ from gptlab.model.mup_checks import check_completep, check_mup
 
 NORMS = ("rmsnorm", "layernorm", "dyt")  # dyt: Dynamic Tanh, no normalisation (model/norms.py)
 PLACEMENTS = ("pre", "post", "sandwich", "deepnorm")
-GATED_FFNS = ("swiglu", "geglu", "reglu")
+GATED_FFNS = ("swiglu", "geglu", "reglu", "geglu_tanh")  # geglu_tanh: Gemma's GeGLU
 UNGATED_FFNS = ("gelu", "gelu_tanh", "relu")
 FFNS = GATED_FFNS + UNGATED_FFNS  # the dense FFNs; `moe` (model/moe.py) mixes experts of one of them
 POS_EMBS = ("rope", "learned", "none")  # none: no position signal but the causal mask (NoPE)

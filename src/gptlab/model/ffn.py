@@ -1,4 +1,5 @@
-"""Feed-forward networks: gated (SwiGLU, GEGLU, ReGLU) and ungated (GELU, tanh-GELU, ReLU)."""
+"""Feed-forward networks: gated (SwiGLU, GEGLU with exact or tanh GELU, ReGLU) and ungated (GELU,
+tanh-GELU, ReLU)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "swiglu": F.silu,
     "geglu": F.gelu,
     "reglu": F.relu,
+    "geglu_tanh": partial(F.gelu, approximate="tanh"),  # Gemma's GeGLU (gelu_pytorch_tanh)
     "gelu": F.gelu,
     "gelu_tanh": partial(F.gelu, approximate="tanh"),  # GPT-2's approximation
     "relu": F.relu,
