@@ -1032,6 +1032,10 @@ MUTANTS: list[Mutant] = [
            '{"geglu_tanh": "gelu_pytorch_tanh", "geglu": "gelu"',
            '{"geglu_tanh": "gelu", "geglu": "gelu_pytorch_tanh"',
            "a Gemma 2 export swaps the exact and the tanh GELU of GeGLU"),
+    # ---- the budgets law's floor (lead, r7): issue 45 item 4 ----
+    Mutant("budget_law_negative_floor", "analysis/budget_fit.py", "    if not point.E[0, k] >= 0:",
+           "    if False:",
+           "a law whose E runs below zero loss is printed as a fit"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

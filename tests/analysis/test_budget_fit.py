@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.optimize import curve_fit
 
-from gptlab.analysis.budget_fit import BETA_ZERO, fit_budgets
+from gptlab.analysis.budget_fit import BETA_ZERO, E_NEGATIVE, fit_budgets
 from gptlab.analysis.budgets import budget_cells, budget_section
 from gptlab.analysis.sweep.jobs import Job
 
@@ -113,3 +113,22 @@ def test_one_arm_without_a_law_leaves_the_gap_unextrapolated() -> None:
     assert [f.status for f in fit.fits] == ["converged", BETA_ZERO]
     (ext,) = fit.extrapolations
     assert ext.gap_last is None and "no falling curve fitted for swiglu" in ext.verdict
+
+
+def test_a_law_whose_floor_runs_below_zero_is_not_fitted(tmp_path: Path) -> None:
+    """GELU's means in docs/ablations.md's budgets row (2.2580, 2.0617, 1.8657 at 100, 200, 400 steps
+    of 1,024 tokens) fall by 0.196 per doubling twice: three points through E + B·D^(−β) give β ≈ 0.002
+    and E ≈ −174, which an earlier report printed as a fit. Such an E is no loss floor: not fitted."""
+    means = {100: 2.2580, 200: 2.0617, 400: 1.8657}
+
+    def measured(arm: str, steps: int, seed: int) -> float:
+        return means[steps] + (0.0 if arm == "gelu" else -0.05) + 0.002 * math.sin(7.0 * seed)
+
+    jobs, record = sweep(list(means), measured)
+    fit = fit_budgets(budget_cells(jobs, record), SEEDS, 1024, "gelu")
+    assert fit.fits[0].status == E_NEGATIVE and fit.fits[0].E is None
+    d, y = np.array(list(means), dtype=float) * 1024, np.array(list(means.values()))
+    (e, _, beta), _ = curve_fit(law, d, y, p0=(-100.0, 100.0, 0.01), maxfev=200_000)  # the oracle's law
+    assert e < 0 and 0 < beta < 0.05  # what the report declines to print as a floor
+    text = "\n".join(budget_section(jobs, record, tmp_path, figures=False))
+    assert "E < 0: the law through these losses runs below zero loss" in text

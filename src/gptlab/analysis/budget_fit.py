@@ -28,6 +28,10 @@ BETA_ZERO = (
     "β → 0: the loss falls with ln D without slowing over the budgets, so E (the loss at infinite "
     "data) is not identifiable from them; no law fitted"
 )
+E_NEGATIVE = (
+    "E < 0: the law through these losses runs below zero loss (β near 0: they fall with ln D without "
+    "slowing), so no loss floor is identifiable from them; no law fitted"
+)
 
 
 @dataclass
@@ -54,7 +58,9 @@ def arm_law(
         return ArmFit(arm, "D", None, None, None, why), None
     if not point.A[0, k] > 0:
         return ArmFit(arm, "D", None, None, None, "B <= 0: the loss does not fall with tokens"), None
-    ok = boot.converged[:, k] & (boot.A[:, k] > 0)
+    if not point.E[0, k] >= 0:  # a cross-entropy is never below 0: such an E is no floor
+        return ArmFit(arm, "D", None, None, None, E_NEGATIVE), None
+    ok = boot.converged[:, k] & (boot.A[:, k] > 0) & (boot.E[:, k] >= 0)
 
     def est(values: np.ndarray, p: float, log: bool = False) -> powerlaw.Estimate:
         return powerlaw.estimate(p, np.where(ok, values[:, k], np.nan), n_seeds, log=log)
