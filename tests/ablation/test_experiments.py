@@ -24,6 +24,7 @@ ARMS = {
     "ablate_norm": ("model/norm", {"rmsnorm", "dyt"}),
     "ablate_attention": ("model/attention", {"mha", "gqa", "mqa"}),
     "ablate_optim": ("optim", {"adamw", "muon"}),
+    "ablate_moe": ("model/moe_arm", {"dense", "moe_aux", "moe_bias", "dense_total"}),
 }
 
 
