@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 from pathlib import Path
 
 import pytest
 import torch
 
-from gptlab.analysis.params import config_from_overrides, format_report, param_report
+from gptlab.analysis import moe_load, params
 from gptlab.compose import compose_with_hydra
 from tests.conftest import QUICK_ENV, column, read_csv_metrics, run_script
 
@@ -25,13 +26,15 @@ def _rows(text: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("preset", ["ablate_moe", "ablate_moe_quick"])
-def test_moe_active_equals_dense_and_total_equals_dense_total(preset: str) -> None:
+def test_moe_active_equals_dense_and_total_equals_dense_total(
+    preset: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`python -m gptlab.analysis.params experiment=ablate_moe model/moe_arm=<arm>`: active (MoE) =
     dense + routers, total (MoE) = dense_total + routers, by the formula."""
     rows = {}
     for arm in ARMS:
-        cfg = config_from_overrides([f"experiment={preset}", f"model/moe_arm={arm}"])
-        rows[arm] = _rows(format_report(param_report(cfg)))
+        assert params.main([f"experiment={preset}", f"model/moe_arm={arm}"]) == 0
+        rows[arm] = _rows(capsys.readouterr().out)
     model = compose_with_hydra([f"experiment={preset}"]).model
     d, L = model.n_embd, model.n_layer
     assert d == 96  # conf/model/moe_arm's widths are written for it
@@ -56,7 +59,9 @@ def test_moe_arms_differ_only_in_the_balance() -> None:
 
 
 @pytest.mark.slow
-def test_ablate_moe_quick_runs_and_reports_with_routing_telemetry(tmp_path: Path) -> None:
+def test_ablate_moe_quick_runs_and_reports_with_routing_telemetry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`python train.py -m experiment=ablate_moe_quick`: 8 jobs of dense and the loss-free-bias MoE,
     a report with the arm − baseline row; the MoE jobs log max/mean load (≥ 1 by definition) and
     move their expert bias, the dense jobs have no experts."""
@@ -78,3 +83,15 @@ def test_ablate_moe_quick_runs_and_reports_with_routing_telemetry(tmp_path: Path
         else:
             assert len(bias) == 1 and bias[0].abs().max() > 0  # 12 steps of ±γ
             assert loads and all(math.isfinite(v) and v >= 1.0 for _, v in loads)
+    # `python -m gptlab.analysis.moe_load <sweep>`: each (arm, LR)'s last-step load, mean over the
+    # seeds, against the CSV read here (one block: mean over blocks = the block's value)
+    assert moe_load.main([str(out)]) == 0
+    printed = capsys.readouterr().out
+    key = "moe/block_00/max_over_mean_load"
+    for lr, jobs in (("0.001", (2, 6)), ("0.01", (3, 7))):
+        series = [[v for _, v in column(read_csv_metrics(out / str(k)), key)] for k in jobs]
+        last = [s[-1] for s in series]
+        run = statistics.fmean(statistics.fmean(s) for s in series)
+        spread = f"{statistics.fmean(last):.3f} [{min(last):.3f}–{max(last):.3f}]"
+        assert f"| `moe_bias` | {lr} | 2 | 11 | {spread} | {max(last):.3f} | {run:.3f} [" in printed, printed
+    assert "`dense`" not in printed
