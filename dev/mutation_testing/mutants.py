@@ -927,6 +927,10 @@ MUTANTS: list[Mutant] = [
     Mutant("attn_stats_ignore_mask", "training/callbacks/attention_stats.py", "    if mask is None:\n",
            "    mask = None\n    if mask is None:\n",
            "attn_logit_max/entropy/sink over all causal pairs under model.window and document masks"),
+    # ---- ablate_moe's balance table (r7-moeclaims): issue 47 item 8 ----
+    Mutant("moe_load_first_step", "analysis/moe_load.py",
+           "final = [dict(v)[step] for v in series.values()]", "final = [v[0][1] for v in series.values()]",
+           "the balance table's last-step max/mean load is the first telemetry step's"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

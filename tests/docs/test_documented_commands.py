@@ -56,6 +56,13 @@ COMMANDS: dict[str, str] = {
     "python train.py model/ffn=moe": "tests/training/test_moe_run.py::test_moe_trains_and_the_bias_follows_the_rule",
     "python train.py model/ffn=moe model.moe.balance=bias": "tests/training/test_moe_run.py::test_moe_trains_and_the_bias_follows_the_rule",
     "python -m gptlab.analysis.params model=olmoe_1b_7b": "tests/model/test_moe_anchors.py::test_total_and_active_match_the_published_counts",
+    # docs/moe.md, docs/ablations.md, docs/performance.md: ablate_moe (issue 47 item 8)
+    "python -m gptlab.analysis.params experiment=ablate_moe model/moe_arm=moe_aux": "tests/ablation/test_ablate_moe.py::test_moe_active_equals_dense_and_total_equals_dense_total",
+    "python train.py -m experiment=ablate_moe_quick": "tests/ablation/test_ablate_moe.py::test_ablate_moe_quick_runs_and_reports_with_routing_telemetry",
+    "python -m gptlab.analysis.moe_load multirun/claims/ablate_moe": "not runnable here: reads the 36 jobs of the ablate_moe sweep (the same entry point on the quick sibling's sweep: tests/ablation/test_ablate_moe.py::test_ablate_moe_quick_runs_and_reports_with_routing_telemetry)",
+    "python -m dev.bench.moe_step experiment=ablate_moe": "tests/bench/test_bench_moe_step.py::test_moe_step_prints_one_row_per_arm",
+    "python train.py -m experiment=ablate_moe hydra.launcher.slots=1 hydra.launcher.threads=1 hydra.sweep.dir=multirun/claims/ablate_moe": "not runnable here: 36 jobs, over 2 h on the shared 2-core machine (its quick sibling through the same sweeper and report: tests/ablation/test_ablate_moe.py::test_ablate_moe_quick_runs_and_reports_with_routing_telemetry)",
+    "python scripts/report.py multirun/claims/ablate_moe": "not runnable here: reads the jobs of the ablate_moe sweep above (the report on the quick sibling's sweep: tests/ablation/test_ablate_moe.py::test_ablate_moe_quick_runs_and_reports_with_routing_telemetry)",
     # docs/performance.md, "Planning a GPU run" (issue 22)
     "python scripts/plan.py model=llama_350m model.vocab_size=32000 model.block_size=2048 trainer=fsdp trainer.devices=8 plan.gpu=H100 plan.tokens=10e9": "tests/planning/test_plan_cli.py::test_a_plan_is_printed",
     "python scripts/plan.py trainer.precision=32-true model.activation_checkpointing=none plan.gpu=H200": "tests/planning/test_plan_cli.py::test_documented_checkpointing_numbers",
