@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from gptlab.analysis import moe_load, params
+from gptlab.analysis.sweep import read_sweep
 from gptlab.compose import compose_with_hydra
 from tests.conftest import QUICK_ENV, column, read_csv_metrics, run_script
 
@@ -95,3 +96,8 @@ def test_ablate_moe_quick_runs_and_reports_with_routing_telemetry(
         spread = f"{statistics.fmean(last):.3f} [{min(last):.3f}–{max(last):.3f}]"
         assert f"| `moe_bias` | {lr} | 2 | 11 | {spread} | {max(last):.3f} | {run:.3f} [" in printed, printed
     assert "`dense`" not in printed
+    # a job still running (its metrics.json says so) is not counted
+    metrics = out / "3" / "metrics.json"
+    metrics.write_text(json.dumps({**json.loads(metrics.read_text()), "status": "running"}))
+    rows = [r for r in moe_load.table(read_sweep(out)) if r.startswith("| `moe_bias` | 0.01 |")]
+    assert len(rows) == 1 and rows[0].startswith("| `moe_bias` | 0.01 | 1 | 11 |"), rows

@@ -5,7 +5,8 @@ the auxiliary loss with the loss-free bias on both); report.md has the loss, thi
 Telemetry logs `moe/block_XX/max_over_mean_load` (1 = every expert got the same tokens, E/k = all
 on top_k experts) on its steps; here, per job, the value at the last logged step averaged over the
 blocks (and the worst block), and the mean over all its logged steps and blocks; then per (arm, LR)
-the mean and range over seeds. Jobs without the key (dense arms, telemetry off) are left out.
+the mean and range over seeds. Finished jobs only: those without the key (dense arms, telemetry
+off), running, failed and diverged ones are left out.
 
     python -m gptlab.analysis.moe_load multirun/claims/ablate_moe
 """
@@ -59,7 +60,7 @@ def table(jobs: Sequence[Job], arm_key: str | None = None) -> list[str]:
     the first swept key that is not optim.lr or seed)."""
     groups: dict[tuple[str, str], list[JobLoad]] = {}
     for job in jobs:
-        load = job_load(job)
+        load = job_load(job) if job.status == "finished" else None  # not a running or failed job
         if load is None:
             continue
         values = job.values
