@@ -1036,6 +1036,13 @@ MUTANTS: list[Mutant] = [
     Mutant("budget_law_negative_floor", "analysis/budget_fit.py", "    if not point.E[0, k] >= 0:",
            "    if False:",
            "a law whose E runs below zero loss is printed as a fit"),
+    # ---- ablate_moe's balance table (r7-moeclaims): issue 47 item 8 ----
+    Mutant("moe_load_first_step", "analysis/moe_load.py",
+           "final = [dict(v)[step] for v in series.values()]", "final = [v[0][1] for v in series.values()]",
+           "the balance table's last-step max/mean load is the first telemetry step's"),
+    Mutant("moe_load_counts_running_jobs", "analysis/moe_load.py",
+           'load = job_load(job) if job.status == "finished" else None', "load = job_load(job)",
+           "the balance table averages a running job's latest step in with the finished ones"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
