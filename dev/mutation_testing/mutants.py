@@ -927,6 +927,11 @@ MUTANTS: list[Mutant] = [
     Mutant("attn_stats_ignore_mask", "training/callbacks/attention_stats.py", "    if mask is None:\n",
            "    mask = None\n    if mask is None:\n",
            "attn_logit_max/entropy/sink over all causal pairs under model.window and document masks"),
+    # ---- attention switches' claims (r7-attnclaims): the report's sink table, issue 46 item 7 ----
+    Mutant("attn_sink_first_step", "analysis/sweep/attention.py", "    step = max(steps)\n",
+           "    step = min(steps)\n", "the sink table reads the init's sink (step 0), not the trained one"),
+    Mutant("attn_sink_delta_unpaired", "analysis/sweep/attention.py", "    if set(a) == set(b):\n",
+           "    if False:\n", "the sink's arm − baseline interval ignores the seed pairing (Welch's t)"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

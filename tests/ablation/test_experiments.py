@@ -24,7 +24,9 @@ ARMS = {
     "ablate_norm": ("model/norm", {"rmsnorm", "dyt"}),
     "ablate_attention": ("model/attention", {"mha", "gqa", "mqa"}),
     "ablate_optim": ("optim", {"adamw", "muon"}),
+    "ablate_attn_switches": ("model/attn_variant", {"base", "gated", "local_global", "nope4", "softcap"}),
 }
+LR_POINTS = {"ablate_attn_switches": 3}  # 5 arms: 3 LRs around ablate_attention's best ones, not 5
 
 
 def _compose(overrides: list[str]):
@@ -43,7 +45,7 @@ def test_full_preset_sweeps_arms_lr_grid_and_seeds(name: str) -> None:
     s = cfg.hydra.sweeper
     assert s._target_.endswith("AblationSweeper")
     assert (s.arm, set(s.arms)) == ARMS[name] and s.baseline in s.arms
-    assert s.lr.points >= 5 and 0 < s.lr.min < s.lr.max and s.seeds >= 3
+    assert s.lr.points >= LR_POINTS.get(name, 5) and 0 < s.lr.min < s.lr.max and s.seeds >= 3
     assert cfg.experiment == name and cfg.callbacks.on_nonfinite == "stop"
     assert OmegaConf.to_container(cfg.logger, resolve=False)["group"].startswith("${experiment}-${now:")
     assert "logger.group" in cfg.hydra.job.config.override_dirname.exclude_keys

@@ -25,11 +25,18 @@ from gptlab.analysis.init import grad_profile
 from gptlab.analysis.ladder import analyse as ladder
 from gptlab.analysis.ladder import report as ladder_report
 from gptlab.analysis.ladder.records import LadderError
+from gptlab.analysis.sweep import attention, tables, task_report
 from gptlab.analysis.sweep import figures as sweep_figures
-from gptlab.analysis.sweep import tables, task_report
 from gptlab.analysis.sweep.arms import across_cells, arrange, check_sensitivity_mode, loss_at_init
 from gptlab.analysis.sweep.jobs import Job, read_sweep
 from gptlab.analysis.sweep.tables import parse_table  # noqa: F401 - re-exported: tests and tools read tables
+
+SINK_NOTE = (
+    "Sink: the mean over query rows t >= 1 of the attention probability on position 0 (telemetry's "
+    "`attn_sink/block_XX`, before any output gate), at each seed's last attention step; a local "
+    "layer's rows past its window cannot see position 0 and count 0. Δ: (arm − baseline) of the "
+    "mean over blocks, each at its own best LR, paired t over seeds. Gate: `attn_gate` mean σ(x·W_g)."
+)
 
 SENSITIVITY_NOTE = {
     "init": "a run flagged diverged counted at the loss at init even when its final loss is finite "
@@ -133,6 +140,10 @@ def ablation_section(
         if profile:
             lines += ["", "#### FFN gradient norm by block, first telemetry step, best LR (mean over seeds)"]
             lines += ["", profile]
+        sink = attention.sink_table(cell)
+        if sink:
+            lines += ["", "#### Attention sink by block, last attention step, best LR (mean over seeds)"]
+            lines += ["", SINK_NOTE, "", sink]
     order = {k: list(v) for k, v in record.get("cells", {}).items() if len(v) > 1}
     if record.get("ladder_key"):  # the ladder answers across sizes; "across cells" would not
         order = {k: v for k, v in order.items() if k != record["ladder_key"]}
