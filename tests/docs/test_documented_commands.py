@@ -87,6 +87,7 @@ COMMANDS: dict[str, str] = {
     "python train.py model/attention=gqa model.n_kv_head=2": "tests/model/test_gqa.py::test_train_py_trains_the_default_model_with_grouped_query_attention",
     "python -m gptlab.analysis.params model=llama_7b model/attention=gqa model.n_kv_head=8": "tests/model/test_param_report.py::test_cli_counts_grouped_query_attention",
     "python train.py -m experiment=ablate_attention hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 45 jobs, 1,453 s (its quick sibling through the same sweeper and report: tests/model/test_gqa.py::test_ablate_attention_quick_runs_and_reports_both_arms)",
+    "python train.py -m experiment=ablate_attn_switches_quick": "tests/ablation/test_attn_switches.py::test_quick_preset_runs_and_reports_the_gate_and_the_sink",
     "python scripts/depth_check.py": "tests/model/test_completep.py::test_the_depth_check_script_prints_slopes_and_refuses_bad_depths (2 depths, width 32, 1 seed)",
     "python train.py -m experiment=ladder_ffn_completep hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 120 jobs, ~12 min on 2 cores (the same command shrunk: tests/ablation/test_ladder_sweep.py::test_the_mup_ladder_runs_shrunk_with_one_lr_grid_and_fixed_width_heads)",
     "python scripts/coord_check.py": "tests/model/test_coord_check.py::test_cli_writes_the_figure_and_the_slopes",
