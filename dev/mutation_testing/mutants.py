@@ -932,6 +932,9 @@ MUTANTS: list[Mutant] = [
            "    step = min(steps)\n", "the sink table reads the init's sink (step 0), not the trained one"),
     Mutant("attn_sink_delta_unpaired", "analysis/sweep/attention.py", "    if set(a) == set(b):\n",
            "    if False:\n", "the sink's arm − baseline interval ignores the seed pairing (Welch's t)"),
+    Mutant("report_seeds_not_filtered", "analysis/report.py",
+           "kept = [j for j in jobs if j.values.get(SEED_KEY) in chosen]", "kept = list(jobs)",
+           "scripts/report.py seeds=1,2 still judges the other seeds' jobs"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

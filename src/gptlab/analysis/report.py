@@ -153,20 +153,44 @@ def ablation_section(
     return lines, made
 
 
+def seed_subset(jobs: list[Job], record: dict | None, seeds: str, root: Path) -> tuple[list[Job], dict, str]:
+    """The jobs and grid of the planned seeds named in `seeds` ("1,2"), and the report's line saying
+    so; ValueError when the sweep is no ablation or a seed is not planned."""
+    planned = list(record.get("seeds", [])) if record else []
+    chosen = [s.strip() for s in seeds.split(",") if s.strip()]
+    if not chosen or not set(chosen) <= set(planned) or len(set(chosen)) != len(chosen):
+        have = ", ".join(planned) if planned else "none: not an ablation sweep"
+        raise ValueError(
+            f"seeds={seeds!r} is not accepted for {root}: give distinct planned seeds, "
+            f"comma-separated (its seeds: {have})"
+        )
+    kept = [j for j in jobs if j.values.get(SEED_KEY) in chosen]
+    note = (
+        f"Judged on seeds {', '.join(chosen)} of the planned {', '.join(planned)} (`seeds={seeds}`): "
+        f"the {len(jobs) - len(kept)} job(s) of the other seeds are left out of every table."
+    )
+    return kept, {**record, "seeds": chosen}, note  # type: ignore[dict-item]
+
+
 def write_report(
     sweep_dir: str | Path,
     out: str | Path | None = None,
     figures: bool = True,
     baseline: str | None = None,
     sensitivity: str = "init",
+    seeds: str | None = None,
 ) -> Path:
     """Write report.md (and figures/*.png) for the sweep; returns the report's path. `baseline`
     replaces the sweep's baseline arm in the comparisons (ValueError when it is not an arm);
-    `sensitivity` is what a diverged run counts as in LR sensitivity (arms.SENSITIVITY_MODES)."""
+    `sensitivity` is what a diverged run counts as in LR sensitivity (arms.SENSITIVITY_MODES);
+    `seeds` ("1,2") judges the sweep on those planned seeds alone (a sweep stopped before its last)."""
     check_sensitivity_mode(sensitivity)  # checked before anything is written
     root = Path(sweep_dir)
     jobs = read_sweep(root)
     record = read_record(root)
+    subset_note = None
+    if seeds is not None:  # checked before anything is written
+        jobs, record, subset_note = seed_subset(jobs, record, seeds, root)
     if baseline is not None:  # checked before anything is written
         if record is None or baseline not in record.get("arms", []):
             arms = ", ".join(record.get("arms", [])) if record else "none: not an ablation sweep"
@@ -184,6 +208,8 @@ def write_report(
         f"{len(jobs)} job(s): {finished} finished (incl. diverged), "
         f"{len(jobs) - finished} failed, missing or not started."
     )
+    if subset_note:
+        lines += ["", subset_note]
     common = common_overrides(jobs, keys)
     if common:
         lines += ["", "Common to every job: `" + " ".join(common) + "`"]
