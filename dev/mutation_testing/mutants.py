@@ -1043,6 +1043,14 @@ MUTANTS: list[Mutant] = [
     Mutant("moe_load_counts_running_jobs", "analysis/moe_load.py",
            'load = job_load(job) if job.status == "finished" else None', "load = job_load(job)",
            "the balance table averages a running job's latest step in with the finished ones"),
+    # ---- attention switches' claims (r7-attnclaims): the report's sink table, issue 46 item 7 ----
+    Mutant("attn_sink_first_step", "analysis/sweep/attention.py", "    step = max(steps)\n",
+           "    step = min(steps)\n", "the sink table reads the init's sink (step 0), not the trained one"),
+    Mutant("attn_sink_delta_unpaired", "analysis/sweep/attention.py", "    if set(a) == set(b):\n",
+           "    if False:\n", "the sink's arm − baseline interval ignores the seed pairing (Welch's t)"),
+    Mutant("report_seeds_not_filtered", "analysis/report.py",
+           "kept = [j for j in jobs if j.values.get(SEED_KEY) in chosen]", "kept = list(jobs)",
+           "scripts/report.py seeds=1,2 still judges the other seeds' jobs"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

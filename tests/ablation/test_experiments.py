@@ -25,7 +25,9 @@ ARMS = {
     "ablate_attention": ("model/attention", {"mha", "gqa", "mqa"}),
     "ablate_optim": ("optim", {"adamw", "muon"}),
     "ablate_moe": ("model/moe_arm", {"dense", "moe_aux", "moe_bias", "dense_total"}),
+    "ablate_attn_switches": ("model/attn_variant", {"base", "gated", "local_global", "nope4", "softcap"}),
 }
+LR_POINTS = {"ablate_attn_switches": 3, "ablate_moe": 3}  # 3 LRs around the measured best ones, not 5
 
 
 def _compose(overrides: list[str]):
@@ -46,7 +48,7 @@ def test_full_preset_sweeps_arms_lr_grid_and_seeds(name: str) -> None:
     assert (s.arm, set(s.arms)) == ARMS[name] and s.baseline in s.arms
     # ablate_moe: 3 LRs around this model's measured best (2.34e-3 to 5.48e-3 in ablate_attention and
     # ablate_optim at the same d, L, T), since its 4 arms include a 2.9× larger dense model
-    assert s.lr.points >= (3 if name == "ablate_moe" else 5) and 0 < s.lr.min < s.lr.max and s.seeds >= 3
+    assert s.lr.points >= LR_POINTS.get(name, 5) and 0 < s.lr.min < s.lr.max and s.seeds >= 3
     assert cfg.experiment == name and cfg.callbacks.on_nonfinite == "stop"
     assert OmegaConf.to_container(cfg.logger, resolve=False)["group"].startswith("${experiment}-${now:")
     assert "logger.group" in cfg.hydra.job.config.override_dirname.exclude_keys

@@ -270,6 +270,26 @@ def test_report_baseline_option_compares_with_another_arm(tmp_path: Path) -> Non
     assert not elsewhere.exists()  # refused before anything is written
 
 
+def test_report_seeds_option_judges_the_named_seeds_alone(tmp_path: Path) -> None:
+    """seeds=1,2: a sweep stopped before its last seed is judged on the seeds it finished, with a
+    line saying so; the paired interval is over those seeds (n=2), recomputed here; a seed that is
+    not planned is one line, exit 2, nothing written."""
+    loss = _two_depth_sweep(tmp_path)
+    proc = run_script("scripts/report.py", str(tmp_path), "figures=false", "seeds=1,2", env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (tmp_path / "report.md").read_text()
+    assert "Judged on seeds 1, 2 of the planned 1, 2, 3 (`seeds=1,2`): the 8 job(s)" in text
+    (row,) = parse_table(text, "#### Against the baseline")  # the first cell: n_layer=2
+    diffs = [loss[("2", "global", "0.003", s)] - loss[("2", "none", "0.003", s)] for s in ("1", "2")]
+    assert row["test"] == "paired t (n=2)" and row["jobs with a result"] == "8 of 8"
+    assert row["Δ final val loss (arm − baseline), mean [95% CI]"] == _paired(diffs)
+    elsewhere = tmp_path / "elsewhere"
+    bad = run_script("scripts/report.py", str(tmp_path), f"out={elsewhere}", "seeds=1,4", env=ENV)
+    lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
+    assert bad.returncode == 2 and len(lines) == 1 and "seeds='1,4' is not accepted" in lines[0]
+    assert "(its seeds: 1, 2, 3)" in lines[0] and not elsewhere.exists()
+
+
 @pytest.mark.slow
 def test_the_quick_sweep_reports_the_default_task(sweep: Path) -> None:
     """Issue 38's 'a quick sweep reports a task': every job of the real quick grid scored the default

@@ -36,10 +36,10 @@ def test_every_group_and_option_of_the_axis_table_exists() -> None:
             continue
         assert (CONF / group).is_dir(), (axis, group)
         presets = {p.stem for p in (CONF / group).glob("*.yaml")}
-        listed = {n for n in names if re.fullmatch(r"[a-z_]+", n)}
+        listed = {n for n in names if re.fullmatch(r"[a-z][a-z0-9_]*", n)}
         assert presets <= listed | {"size"}, (axis, presets - listed)  # every preset is listed
         for name in names:
-            if re.fullmatch(r"[a-z_]+", name):  # a preset of the group, or an experiment named
+            if re.fullmatch(r"[a-z][a-z0-9_]*", name):  # a preset of the group, or an experiment named
                 assert name in presets or (CONF / "experiment" / f"{name}.yaml").is_file(), (axis, name)
             elif m := re.fullmatch(r"model\.(\w+)", name):
                 assert m.group(1) in fields, (axis, name)

@@ -25,11 +25,18 @@ from gptlab.analysis.init import grad_profile
 from gptlab.analysis.ladder import analyse as ladder
 from gptlab.analysis.ladder import report as ladder_report
 from gptlab.analysis.ladder.records import LadderError
+from gptlab.analysis.sweep import attention, tables, task_report
 from gptlab.analysis.sweep import figures as sweep_figures
-from gptlab.analysis.sweep import tables, task_report
 from gptlab.analysis.sweep.arms import across_cells, arrange, check_sensitivity_mode, loss_at_init
 from gptlab.analysis.sweep.jobs import Job, read_sweep
 from gptlab.analysis.sweep.tables import parse_table  # noqa: F401 - re-exported: tests and tools read tables
+
+SINK_NOTE = (
+    "Sink: the mean over query rows t >= 1 of the attention probability on position 0 (telemetry's "
+    "`attn_sink/block_XX`, before any output gate), at each seed's last attention step; a local "
+    "layer's rows past its window cannot see position 0 and count 0. Δ: (arm − baseline) of the "
+    "mean over blocks, each at its own best LR, paired t over seeds. Gate: `attn_gate` mean σ(x·W_g)."
+)
 
 SENSITIVITY_NOTE = {
     "init": "a run flagged diverged counted at the loss at init even when its final loss is finite "
@@ -133,6 +140,10 @@ def ablation_section(
         if profile:
             lines += ["", "#### FFN gradient norm by block, first telemetry step, best LR (mean over seeds)"]
             lines += ["", profile]
+        sink = attention.sink_table(cell)
+        if sink:
+            lines += ["", "#### Attention sink by block, last attention step, best LR (mean over seeds)"]
+            lines += ["", SINK_NOTE, "", sink]
     order = {k: list(v) for k, v in record.get("cells", {}).items() if len(v) > 1}
     if record.get("ladder_key"):  # the ladder answers across sizes; "across cells" would not
         order = {k: v for k, v in order.items() if k != record["ladder_key"]}
@@ -142,20 +153,44 @@ def ablation_section(
     return lines, made
 
 
+def seed_subset(jobs: list[Job], record: dict | None, seeds: str, root: Path) -> tuple[list[Job], dict, str]:
+    """The jobs and grid of the planned seeds named in `seeds` ("1,2"), and the report's line saying
+    so; ValueError when the sweep is no ablation or a seed is not planned."""
+    planned = list(record.get("seeds", [])) if record else []
+    chosen = [s.strip() for s in seeds.split(",") if s.strip()]
+    if not chosen or not set(chosen) <= set(planned) or len(set(chosen)) != len(chosen):
+        have = ", ".join(planned) if planned else "none: not an ablation sweep"
+        raise ValueError(
+            f"seeds={seeds!r} is not accepted for {root}: give distinct planned seeds, "
+            f"comma-separated (its seeds: {have})"
+        )
+    kept = [j for j in jobs if j.values.get(SEED_KEY) in chosen]
+    note = (
+        f"Judged on seeds {', '.join(chosen)} of the planned {', '.join(planned)} (`seeds={seeds}`): "
+        f"the {len(jobs) - len(kept)} job(s) of the other seeds are left out of every table."
+    )
+    return kept, {**record, "seeds": chosen}, note  # type: ignore[dict-item]
+
+
 def write_report(
     sweep_dir: str | Path,
     out: str | Path | None = None,
     figures: bool = True,
     baseline: str | None = None,
     sensitivity: str = "init",
+    seeds: str | None = None,
 ) -> Path:
     """Write report.md (and figures/*.png) for the sweep; returns the report's path. `baseline`
     replaces the sweep's baseline arm in the comparisons (ValueError when it is not an arm);
-    `sensitivity` is what a diverged run counts as in LR sensitivity (arms.SENSITIVITY_MODES)."""
+    `sensitivity` is what a diverged run counts as in LR sensitivity (arms.SENSITIVITY_MODES);
+    `seeds` ("1,2") judges the sweep on those planned seeds alone (a sweep stopped before its last)."""
     check_sensitivity_mode(sensitivity)  # checked before anything is written
     root = Path(sweep_dir)
     jobs = read_sweep(root)
     record = read_record(root)
+    subset_note = None
+    if seeds is not None:  # checked before anything is written
+        jobs, record, subset_note = seed_subset(jobs, record, seeds, root)
     if baseline is not None:  # checked before anything is written
         if record is None or baseline not in record.get("arms", []):
             arms = ", ".join(record.get("arms", [])) if record else "none: not an ablation sweep"
@@ -173,6 +208,8 @@ def write_report(
         f"{len(jobs)} job(s): {finished} finished (incl. diverged), "
         f"{len(jobs) - finished} failed, missing or not started."
     )
+    if subset_note:
+        lines += ["", subset_note]
     common = common_overrides(jobs, keys)
     if common:
         lines += ["", "Common to every job: `" + " ".join(common) + "`"]

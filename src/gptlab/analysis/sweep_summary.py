@@ -16,7 +16,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger("gptlab")
-OPTIONS = {"out": None, "figures": "true", "wandb": "false", "baseline": None, "lr_sensitivity": "init"}
+OPTIONS = {
+    "out": None,
+    "figures": "true",
+    "wandb": "false",
+    "baseline": None,
+    "lr_sensitivity": "init",
+    "seeds": None,
+}
 
 
 def log_report_to_wandb(report: Path, group: str | None, logger_cfg: dict[str, Any]) -> str | None:
@@ -95,6 +102,7 @@ def report_from_cli(
     wandb: str | None,
     baseline: str | None = None,
     lr_sensitivity: str = "init",
+    seeds: str | None = None,
 ) -> Path:
     """scripts/report.py: the report, and with wandb=true the summary run of the sweep's group (the
     group and logger settings read from its multirun.yaml and ablation.json)."""
@@ -102,7 +110,9 @@ def report_from_cli(
     from gptlab.analysis.report import write_report
 
     draw, log_it = _flag("figures", figures), _flag("wandb", wandb)
-    report = write_report(sweep, out=out, figures=draw, baseline=baseline, sensitivity=lr_sensitivity)
+    report = write_report(
+        sweep, out=out, figures=draw, baseline=baseline, sensitivity=lr_sensitivity, seeds=seeds
+    )
     if log_it:
         master = Path(sweep) / "multirun.yaml"
         if not master.is_file():
