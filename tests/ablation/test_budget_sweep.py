@@ -81,7 +81,9 @@ def test_budgets_refuse_a_derived_key_on_the_command_line(tmp_path: Path) -> Non
     assert not (tmp_path / "s").exists()
 
 
-CSV = ["logger=csv"]  # the CSV log only: these tests read no wandb run (12 offline ones)
+# the re-run logs to CSV only (no test reads its wandb runs); the fixture's sweep keeps wandb offline:
+# the view test reads each job's logged wandb config and the sweep's wandb view
+CSV = ["logger=csv"]
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +92,7 @@ def budget_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     cache = out.parent / "token-cache"
     proc = run_script(
         "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={out}", f"data.cache_dir={cache}",
-        *CSV, env=QUICK_ENV, timeout=600,
+        env=QUICK_ENV, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc.stdout + proc.stderr
