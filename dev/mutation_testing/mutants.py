@@ -977,12 +977,12 @@ MUTANTS: list[Mutant] = [
            "    late = gone and written is not None", "    late = False",
            "kill -9: elapsed to the last recorded end, not the running jobs' last write"),
     # ---- L(D) per arm of a budget sweep (r7-ldfit): issue 45 items 4 and 7 ----
-    Mutant("budget_law_in_steps", "analysis/budget_fit.py",
+    Mutant("budget_law_in_steps", "analysis/budgets/fit.py",
            "sizes = [float(b * (per_step or 1)) for b in steps]", "sizes = [float(b) for b in steps]",
            "L(D) fitted against steps: B off by (tokens a step)^β"),
-    Mutant("budget_law_beta_sign", "analysis/budget_fit.py", "est(boot.alpha, beta), status,",
+    Mutant("budget_law_beta_sign", "analysis/budgets/fit.py", "est(boot.alpha, beta), status,",
            "est(boot.alpha, -beta), status,", "β reported with its sign flipped (a loss rising with D)"),
-    Mutant("budget_law_beta_zero_hidden", "analysis/budget_fit.py",
+    Mutant("budget_law_beta_zero_hidden", "analysis/budgets/fit.py",
            "        if beta < 2 * powerlaw.ALPHA_MIN:\n", "        if False:\n",
            "β → 0 reported as a search-bound failure: E's non-identifiability unsaid"),
     Mutant("status_budget_eta_by_jobs", "analysis/sweep/status.py",
@@ -1033,14 +1033,14 @@ MUTANTS: list[Mutant] = [
            '{"geglu_tanh": "gelu", "geglu": "gelu_pytorch_tanh"',
            "a Gemma 2 export swaps the exact and the tanh GELU of GeGLU"),
     # ---- the budgets law's floor (lead, r7): issue 45 item 4 ----
-    Mutant("budget_law_negative_floor", "analysis/budget_fit.py", "    if not point.E[0, k] >= 0:",
+    Mutant("budget_law_negative_floor", "analysis/budgets/fit.py", "    if not point.E[0, k] >= 0:",
            "    if False:",
            "a law whose E runs below zero loss is printed as a fit"),
     # ---- ablate_moe's balance table (r7-moeclaims): issue 47 item 8 ----
-    Mutant("moe_load_first_step", "analysis/moe_load.py",
+    Mutant("moe_load_first_step", "analysis/sweep/moe_load.py",
            "final = [dict(v)[step] for v in series.values()]", "final = [v[0][1] for v in series.values()]",
            "the balance table's last-step max/mean load is the first telemetry step's"),
-    Mutant("moe_load_counts_running_jobs", "analysis/moe_load.py",
+    Mutant("moe_load_counts_running_jobs", "analysis/sweep/moe_load.py",
            'load = job_load(job) if job.status == "finished" else None', "load = job_load(job)",
            "the balance table averages a running job's latest step in with the finished ones"),
     # ---- attention switches' claims (r7-attnclaims): the report's sink table, issue 46 item 7 ----

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gptlab.analysis import moe_load, params
-from gptlab.analysis.sweep import read_sweep
+from gptlab.analysis import params
+from gptlab.analysis.sweep import moe_load, read_sweep
 from gptlab.compose import compose_with_hydra
 from tests.conftest import QUICK_ENV, column, read_csv_metrics, run_script
 
@@ -84,7 +84,7 @@ def test_ablate_moe_quick_runs_and_reports_with_routing_telemetry(
         else:
             assert len(bias) == 1 and bias[0].abs().max() > 0  # 12 steps of ±γ
             assert loads and all(math.isfinite(v) and v >= 1.0 for _, v in loads)
-    # `python -m gptlab.analysis.moe_load <sweep>`: each (arm, LR)'s last-step load, mean over the
+    # `python -m gptlab.analysis.sweep.moe_load <sweep>`: each (arm, LR)'s last-step load, mean over the
     # seeds, against the CSV read here (one block: mean over blocks = the block's value)
     assert moe_load.main([str(out)]) == 0
     printed = capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""L(D) = E + B·D^(−β) per arm of a budget sweep (gptlab.analysis.budget_fit): the fit against
+"""L(D) = E + B·D^(−β) per arm of a budget sweep (gptlab.analysis.budgets.fit): the fit against
 scipy.optimize.curve_fit on synthetic losses with a known E, B and β, the gap extrapolated from
 scipy's curves, and the cases where nothing fits, reported with the reason (too few budgets, β → 0,
 one arm without a law). The sweep's jobs are built in memory as the report reads them (branch jobs
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy.optimize import curve_fit
 
-from gptlab.analysis.budget_fit import BETA_ZERO, E_NEGATIVE, fit_budgets
-from gptlab.analysis.budgets import budget_cells, budget_section
+from gptlab.analysis.budgets.fit import BETA_ZERO, E_NEGATIVE, fit_budgets
+from gptlab.analysis.budgets.report import budget_cells, budget_section
 from gptlab.analysis.sweep.jobs import Job
 
 SEEDS = ["1", "2", "3"]

@@ -8,7 +8,7 @@ blocks (and the worst block), and the mean over all its logged steps and blocks;
 the mean and range over seeds. Finished jobs only: those without the key (dense arms, telemetry
 off), running, failed and diverged ones are left out.
 
-    python -m gptlab.analysis.moe_load multirun/claims/ablate_moe
+    python -m gptlab.analysis.sweep.moe_load multirun/claims/ablate_moe
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def table(jobs: Sequence[Job], arm_key: str | None = None) -> list[str]:
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m gptlab.analysis.moe_load <sweep dir>", file=sys.stderr)
+        print("usage: python -m gptlab.analysis.sweep.moe_load <sweep dir>", file=sys.stderr)
         return 2
     try:
         jobs = read_sweep(argv[0])

@@ -1,7 +1,7 @@
 """The report of a sweep over token budgets (hydra.sweeper.budgets, gptlab.ablation.budgets): per arm,
 the final val loss against tokens with a 95% t interval at every budget, the gap to the baseline and
 its verdict per budget, a figure, the compute the branches saved against separate runs, and per
-arm L(D) = E + B·D^(−β) with its gap extrapolated (gptlab.analysis.budget_fit).
+arm L(D) = E + B·D^(−β) with its gap extrapolated (gptlab.analysis.budgets.fit).
 
 Each budget is a cell of the ablation machinery (gptlab.analysis.sweep.arms) whose jobs are that budget's
 decay branches (a branch of B steps is the single WSD run of B steps, docs/optim.md): the trunks hold
@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from gptlab.ablation.budgets import STEPS_KEY, compute_saved, is_branch
-from gptlab.analysis.budget_fit import DataLaw, fit_budgets
+from gptlab.analysis.budgets.fit import DataLaw, fit_budgets
 from gptlab.analysis.ladder.fit import EXTRAPOLATE
 from gptlab.analysis.ladder.report import fmt_estimate
 from gptlab.analysis.stats import LEVEL
