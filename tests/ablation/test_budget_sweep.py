@@ -81,9 +81,8 @@ def test_budgets_refuse_a_derived_key_on_the_command_line(tmp_path: Path) -> Non
     assert not (tmp_path / "s").exists()
 
 
-# the re-run logs to CSV only (no test reads its wandb runs); the fixture's sweep keeps wandb offline:
-# the view test reads each job's logged wandb config and the sweep's wandb view
-CSV = ["logger=csv"]
+# the fixture's sweep and its re-run log to wandb offline (not CSV only): the view test reads each
+# job's logged wandb config and the sweep's view, and a re-run must be the same grid to resume it
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +219,7 @@ def test_budget_sweep_rerun_skips_finished_and_resumes_the_rest(budget_sweep, tm
     cache = budget_sweep[0].parent / "token-cache"
     proc = run_script(
         "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={sweep}",
-        f"data.cache_dir={cache}", *CSV, env=QUICK_ENV, timeout=600,
+        f"data.cache_dir={cache}", env=QUICK_ENV, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = proc.stdout + proc.stderr
