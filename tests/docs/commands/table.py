@@ -335,6 +335,5 @@ COMMANDS: dict[str, str] = {
     "python scripts/report.py multirun/claims/ablate_moe": "not runnable here: reads the jobs of the ablate_moe sweep above (the report on the quick sibling's sweep: tests/ablation/test_ablate_moe.py::test_ablate_moe_quick_runs_and_reports_with_routing_telemetry)",
     "python train.py -m experiment=ablate_attn_switches_quick": "tests/ablation/test_attn_switches.py::test_quick_preset_runs_and_reports_the_gate_and_the_sink",
     "python train.py -m experiment=ablate_attn_switches hydra.launcher.slots=1 hydra.launcher.threads=1 hydra.sweep.dir=multirun/claims/ablate_attn_switches": "not runnable here: 45 jobs, ~2.5 h on 2 shared cores (its quick sibling through the same sweeper and report: tests/ablation/test_attn_switches.py::test_quick_preset_runs_and_reports_the_gate_and_the_sink)",
-    "python scripts/report.py multirun/claims/ablate_attn_switches seeds=1,2 out=multirun/claims/ablate_attn_switches_seeds12 figures=false": "tests/analysis/test_sweep_report.py::test_report_seeds_option_judges_the_named_seeds_alone",
     "python scripts/report.py multirun/claims/ablate_attn_switches figures=false": "not runnable here: reads the 43 jobs of the stopped 2026-12-06 sweep (the report on a sweep written as files: tests/analysis/test_sweep_report.py::test_report_seeds_option_judges_the_named_seeds_alone)",
 }
