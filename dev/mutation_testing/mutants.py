@@ -521,7 +521,7 @@ MUTANTS: list[Mutant] = [
            "K/V heads tiled (.repeat) instead of grouped: query head h reads key/value head h mod n_kv_head"),
     Mutant("gqa_k_proj_full_width", "model/attention.py", "self.k_proj = nn.Linear(d, kv, bias=cfg.bias)",
            "self.k_proj = nn.Linear(d, d, bias=cfg.bias)", "k_proj keeps n_head heads under GQA/MQA"),
-    Mutant("export_kv_heads_as_heads", "export/llama.py", '"num_key_value_heads": cfg.kv_heads,',
+    Mutant("export_kv_heads_as_heads", "export/hf_config.py", '"num_key_value_heads": cfg.kv_heads,',
            '"num_key_value_heads": cfg.n_head,', "a GQA export's config.json says multi-head"),
     Mutant("import_kv_heads_dropped", "export/hf_config.py",
            '"n_kv_head": None if kv_heads == n_head else kv_heads,', '"n_kv_head": None,',

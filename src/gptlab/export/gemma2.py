@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gptlab.export.hf_config import refuse, require, rope_attention_fields
+from gptlab.export.hf_config import decoder_keys, refuse, require, rope_attention_fields
 from gptlab.export.rules import Rule
 from gptlab.model.config import GPTConfig
 
@@ -104,19 +104,11 @@ def layer_types(cfg: GPTConfig) -> list[str]:
 def config_keys(cfg: GPTConfig) -> dict[str, Any]:
     """Gemma 2's own config.json keys, each set where HF's default would be wrong."""
     return {
-        "hidden_size": cfg.n_embd,
+        **decoder_keys(cfg),
         "intermediate_size": cfg.hidden_dim,
-        "num_hidden_layers": cfg.n_layer,
-        "num_attention_heads": cfg.n_head,
-        "num_key_value_heads": cfg.kv_heads,
         "head_dim": cfg.head_dim,
         "hidden_activation": ACTIVATIONS[cfg.ffn],
-        "max_position_embeddings": cfg.block_size,
-        "rms_norm_eps": cfg.norm_eps,
-        "rope_theta": cfg.rope_theta,
-        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
         "attention_bias": False,
-        "attention_dropout": cfg.dropout,
         "query_pre_attn_scalar": cfg.head_dim,  # logits scaled by head_dim^-0.5, as gptlab's SDPA
         # read by no full_attention layer, but transformers 5.25 builds the sliding mask whatever
         # layer_types says and refuses a null one: a window of the whole context is global

@@ -36,6 +36,23 @@ def common_keys(
     }
 
 
+def decoder_keys(cfg: GPTConfig) -> dict[str, Any]:
+    """The config.json keys every RoPE decoder target (Llama, Gemma 2, the MoE three) spells alike:
+    sizes, heads, context, norm ε, RoPE θ (transformers 4 reads rope_theta, transformers 5
+    rope_parameters; both say the same) and the attention dropout."""
+    return {
+        "hidden_size": cfg.n_embd,
+        "num_hidden_layers": cfg.n_layer,
+        "num_attention_heads": cfg.n_head,
+        "num_key_value_heads": cfg.kv_heads,
+        "max_position_embeddings": cfg.block_size,
+        "rms_norm_eps": cfg.norm_eps,
+        "rope_theta": cfg.rope_theta,
+        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+        "attention_dropout": cfg.dropout,
+    }
+
+
 def require(hf: Mapping[str, Any], key: str, where: Path) -> Any:
     """A config.json key transformers has no sensible default for."""
     if hf.get(key) is None:

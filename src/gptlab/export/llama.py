@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gptlab.export.hf_config import refuse, require, rope_attention_fields
+from gptlab.export.hf_config import decoder_keys, refuse, require, rope_attention_fields
 from gptlab.export.rules import Rule
 from gptlab.model.config import GPTConfig
 
@@ -58,23 +58,13 @@ def rules(cfg: GPTConfig) -> list[Rule]:
 def config_keys(cfg: GPTConfig) -> dict[str, Any]:
     """Llama's own config.json keys, each set where HF's default would be wrong."""
     return {
-        "hidden_size": cfg.n_embd,
+        **decoder_keys(cfg),  # Llama has no residual or embedding dropout: eval-mode outputs are unaffected
         "intermediate_size": cfg.hidden_dim,
-        "num_hidden_layers": cfg.n_layer,
-        "num_attention_heads": cfg.n_head,
-        "num_key_value_heads": cfg.kv_heads,
         "head_dim": cfg.head_dim,
         "hidden_act": "silu",
-        "max_position_embeddings": cfg.block_size,
-        "rms_norm_eps": cfg.norm_eps,
-        # transformers 4 reads rope_theta, transformers 5 rope_parameters; both say the same
-        "rope_theta": cfg.rope_theta,
         "rope_scaling": None,
-        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
         "attention_bias": cfg.bias,
         "mlp_bias": cfg.bias,
-        # Llama has no residual or embedding dropout; eval-mode outputs are unaffected
-        "attention_dropout": cfg.dropout,
         "pretraining_tp": 1,
     }
 

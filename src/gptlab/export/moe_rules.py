@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from gptlab.export.hf_config import refuse, require, rope_attention_fields
+from gptlab.export.hf_config import decoder_keys, refuse, require, rope_attention_fields
 from gptlab.export.rules import Rule
 from gptlab.model.config import GPTConfig
 
@@ -92,18 +92,9 @@ def config_keys(cfg: GPTConfig) -> dict[str, Any]:
     balance=none); it enters transformers' loss only with output_router_logits, left false."""
     assert cfg.moe is not None
     return {
-        "hidden_size": cfg.n_embd,
-        "num_hidden_layers": cfg.n_layer,
-        "num_attention_heads": cfg.n_head,
-        "num_key_value_heads": cfg.kv_heads,
+        **decoder_keys(cfg),
         "hidden_act": "silu",
-        "max_position_embeddings": cfg.block_size,
-        "rms_norm_eps": cfg.norm_eps,
-        # transformers 4 reads rope_theta, transformers 5 rope_parameters; both say the same
-        "rope_theta": cfg.rope_theta,
         "rope_scaling": None,
-        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
-        "attention_dropout": cfg.dropout,
         "num_experts_per_tok": cfg.moe.top_k,
         "router_aux_loss_coef": cfg.moe.aux_loss_coef if cfg.moe.balance == "aux_loss" else 0.0,
         "output_router_logits": False,
