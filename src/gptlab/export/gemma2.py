@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gptlab.export.hf_config import decoder_keys, refuse, require, rope_attention_fields
+from gptlab.export.llama import LINEARS
 from gptlab.export.rules import Rule
 from gptlab.model.config import GPTConfig
 
@@ -48,15 +49,6 @@ _NORMS = (
     ("ffn_norm", "pre_feedforward_layernorm"),
     ("ffn_out_norm", "post_feedforward_layernorm"),
 )
-_LINEARS = (
-    ("attn.q_proj", "self_attn.q_proj"),
-    ("attn.k_proj", "self_attn.k_proj"),
-    ("attn.v_proj", "self_attn.v_proj"),
-    ("attn.out_proj", "self_attn.o_proj"),
-    ("ffn.gate_proj", "mlp.gate_proj"),
-    ("ffn.up_proj", "mlp.up_proj"),
-    ("ffn.down_proj", "mlp.down_proj"),
-)
 
 
 def check(cfg: GPTConfig) -> str:
@@ -86,7 +78,7 @@ def rules(cfg: GPTConfig) -> list[Rule]:
         ours, hf = f"blocks.{i}.", f"model.layers.{i}."
         for our_name, hf_name in _NORMS:
             out.append(Rule(f"{hf}{hf_name}.weight", (f"{ours}{our_name}.weight",), "gain"))
-        for our_name, hf_name in _LINEARS:
+        for our_name, hf_name in LINEARS:
             out.append(Rule(f"{hf}{hf_name}.weight", (f"{ours}{our_name}.weight",)))
     out.append(
         Rule("model.norm.weight", ("final_norm.weight",), "tied_gain" if cfg.tie_embeddings else "gain")

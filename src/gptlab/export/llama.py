@@ -27,7 +27,8 @@ GROUPED_KV = True
 BASE_PREFIX = "model."
 IGNORED = re.compile(r"rotary_emb\.inv_freq$")  # a buffer some checkpoints carry; gptlab recomputes it
 EOS_OPENS_DOCUMENTS = False  # Llama has its own BOS token
-_LINEARS = (
+# gptlab's linear layers → their names in a Llama-style decoder layer (Gemma 2 spells them alike)
+LINEARS = (
     ("attn.q_proj", "self_attn.q_proj"),
     ("attn.k_proj", "self_attn.k_proj"),
     ("attn.v_proj", "self_attn.v_proj"),
@@ -46,7 +47,7 @@ def rules(cfg: GPTConfig) -> list[Rule]:
         ours, hf = f"blocks.{i}.", f"model.layers.{i}."
         out.append(Rule(hf + "input_layernorm.weight", (ours + "attn_norm.weight",)))
         out.append(Rule(hf + "post_attention_layernorm.weight", (ours + "ffn_norm.weight",)))
-        for our_name, hf_name in _LINEARS:
+        for our_name, hf_name in LINEARS:
             for p in params:
                 out.append(Rule(f"{hf}{hf_name}.{p}", (f"{ours}{our_name}.{p}",)))
     out.append(Rule("model.norm.weight", ("final_norm.weight",)))
