@@ -1051,6 +1051,10 @@ MUTANTS: list[Mutant] = [
     Mutant("report_seeds_not_filtered", "analysis/report.py",
            "kept = [j for j in jobs if j.values.get(SEED_KEY) in chosen]", "kept = list(jobs)",
            "scripts/report.py seeds=1,2 still judges the other seeds' jobs"),
+    # --- init_from keeps the user's attention switches honest (lead, session 8) ---
+    Mutant("init_from_drops_switches", "export/init_from.py", "    if switched:  # init_config",
+           "    if switched and False:  # init_config",
+           "a user's attn_softcap/window/gate is dropped silently when starting from a checkpoint"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from gptlab.export.reader import load_hf, load_hf_config
+from gptlab.export.targets import ATTENTION_OFF
 from gptlab.model.config import GPTConfig
 from gptlab.model.gpt import GPT
 
@@ -97,6 +98,17 @@ def init_config(path: str | Path, base: GPTConfig, vocab_size: int | None = None
             f"model.init_from={str(path)!r} holds a model of n_layer={hf_cfg.n_layer}, which is "
             f"CompleteP's function only at its base depth; got model.mup_base_depth={base.mup_base_depth}; "
             f"accepted: mup_base_depth={hf_cfg.n_layer}, or parametrization=sp or mup"
+        )
+    switched = [  # an attention switch the user turned on, which the checkpoint does not have
+        f"model.{f}={getattr(base, f)!r} (checkpoint: {getattr(hf_cfg, f)!r})"
+        for f, (off, _) in ATTENTION_OFF.items()
+        if getattr(base, f) != off and getattr(base, f) != getattr(hf_cfg, f)
+    ]
+    if switched:  # init_config takes the checkpoint's architecture: these would be dropped silently
+        raise ValueError(
+            f"cannot start from model.init_from={str(path)!r} with {'; '.join(switched)}: a model "
+            "initialised from a checkpoint has the checkpoint's attention; accepted: these fields "
+            "left at their defaults (the checkpoint's values are used) or equal to the checkpoint's"
         )
     moe = hf_cfg.moe
     given = base.ffn == "moe" and base.moe is not None  # model/ffn=moe given: its training terms train it
