@@ -1051,6 +1051,26 @@ MUTANTS: list[Mutant] = [
     Mutant("report_seeds_not_filtered", "analysis/report.py",
            "kept = [j for j in jobs if j.values.get(SEED_KEY) in chosen]", "kept = list(jobs)",
            "scripts/report.py seeds=1,2 still judges the other seeds' jobs"),
+    # ---- loss surface over sizes × budgets (r8-surface): issue 45 item 4 ----
+    Mutant("surface_optimum_exponent_swapped", "analysis/budgets/surface_fit.py",
+           "return g * (flops / 6.0) ** (self.beta / s)", "return g * (flops / 6.0) ** (self.alpha / s)",
+           "N_opt(C) grows as C^(α/(α+β)), D_opt's exponent, not Hoffmann et al.'s β/(α+β)"),
+    Mutant("surface_a_in_normalised_units", "analysis/budgets/surface_fit.py",
+           "A=shaped(a_ref * n_ref**alpha)", "A=shaped(a_ref)",
+           "the fitted A is reported for N relative to its geometric mean, not in parameters"),
+    Mutant("envelope_linear_in_d", "analysis/budgets/envelope.py",
+           "return float(np.interp(x, logd, losses))", "return float(np.interp(d, tokens, losses))",
+           "the envelope interpolates a size's loss linearly in D, not in ln D"),
+    Mutant("envelope_smallest_not_a_bound", "analysis/budgets/envelope.py",
+           "elif best == compared[0]:", "elif False:",
+           "an optimum at the smallest size compared is reported as an estimate, not a bound"),
+    Mutant("surface_flops_2nd", "analysis/budgets/surface.py",
+           "(C {6 * grid.n[k, i] * d:.3g})", "(C {2 * grid.n[k, i] * d:.3g})",
+           "the surface table's C counts the forward pass alone (2·N·D)"),
+    Mutant("ladder_rung_steps_beside_budgets", "ablation/grid.py",
+           'steps = [f"trainer.max_steps={r.steps}"] if r.steps else []',
+           'steps = [f"trainer.max_steps={r.steps}"]',
+           "a ladder crossed with budgets gives every job a second trainer.max_steps (the rung's 0)"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
