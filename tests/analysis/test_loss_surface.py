@@ -43,7 +43,7 @@ def n_of(d: int) -> int:
 
 
 def make_sweep(root: Path, widths=(24, 48, 72, 96), steps=(50, 100, 200, 400), seeds: int = 3,
-               missing: tuple[int, ...] = (), noise: float = 0.002) -> dict:  # fmt: skip
+               missing: tuple[int, ...] = (), noise: float = 0.002, clean=None) -> dict:  # fmt: skip
     """A finished sizes × budgets sweep in `root`: the ladder × budgets grid the sweeper builds, a
     job dir per job (the trunks too: their LR held, their loss no budget's), each branch's loss the
     arm's law at (N, D) + seed noise, the first LR best by 0.05·ln(lr/first)²."""
@@ -62,7 +62,10 @@ def make_sweep(root: Path, widths=(24, 48, 72, 96), steps=(50, 100, 200, 400), s
         d, arm, lr = int(v["model.n_embd"]), v["model/ffn"], float(v["optim.lr"])
         middle = float(grid.rung_lrs[v["model.n_embd"]][0])
         budget = int(v["trainer.max_steps"])
-        loss = float(law(n_of(d), budget * PER_STEP, *TRUE[arm])) + shared[v["seed"]] + rng.normal(0, noise)
+        truth = (
+            clean(n_of(d), budget * PER_STEP) if clean else float(law(n_of(d), budget * PER_STEP, *TRUE[arm]))
+        )
+        loss = truth + shared[v["seed"]] + rng.normal(0, noise)
         loss += 0.05 * math.log(lr / middle) ** 2 + (0.3 if "branch_from" not in v else 0.0)
         path = root / str(k)
         (path / ".hydra").mkdir(parents=True)
@@ -202,6 +205,17 @@ def test_one_seed_gets_the_residual_bootstrap_and_says_so(tmp_path: Path) -> Non
     text = "\n".join(surface.surface_lines(grid))
     assert surface_data.ONE_SEED in text
     assert "one seed: no interval (Approach 1" in text or "a not fitted" in text
+
+
+def test_losses_falling_with_ln_n_unslowed_get_no_law_and_say_why(tmp_path: Path) -> None:
+    make_sweep(tmp_path, widths=(24, 48, 72), steps=(50, 100, 200), seeds=2,
+               clean=lambda n, d: 9.0 - 0.3 * math.log(n) + 40.0 * d**-0.33)  # fmt: skip
+    _, arms = surface_data.analyse(surface_data.read_grid(tmp_path), [1e11])
+    for arm in arms:
+        assert arm.status.startswith(
+            "not converged: α = 0.01 at the lower edge of its search (the loss falls"
+        )
+        assert arm.optima == [] and all(v is None for v in arm.params.values())
 
 
 def test_the_documented_command_and_the_report_print_the_surface(tmp_path: Path) -> None:

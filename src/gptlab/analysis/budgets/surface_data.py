@@ -27,7 +27,7 @@ from gptlab.ablation.budgets import STEPS_KEY, is_branch
 from gptlab.ablation.sweep_dir import read_record
 from gptlab.analysis.budgets import envelope as env
 from gptlab.analysis.budgets.report import tokens_per_step
-from gptlab.analysis.budgets.surface_fit import PARAMS, SurfaceFit, fit_surface, residual_resamples
+from gptlab.analysis.budgets.surface_fit import ALPHA_MIN, PARAMS, SurfaceFit, fit_surface, residual_resamples
 from gptlab.analysis.ladder import powerlaw
 from gptlab.analysis.ladder.analyse import cell_values, model_size
 from gptlab.analysis.ladder.fit import best_points
@@ -215,10 +215,21 @@ def approach3(grid: Grid, k: int, flops: list[float]) -> tuple[dict, str, list[O
     n_seeds = len(grid.seeds)
     names = {"E": "E", "A": "A", "α": "alpha", "B": "B", "β": "beta"}
     if not point.converged:
-        which = [v for v, ok in (("α", point.alpha_converged), ("β", point.beta_converged)) if not ok]
-        why = (f"not converged: {', '.join(which)} at the edge of its search (the losses ask for no power "
-               "law in that variable); no law, no optimum")  # fmt: skip
-        return dict.fromkeys([*names, "a"]), why, []
+        edges = []
+        for name, var, value, ok in (("α", "N", point.alpha, point.alpha_converged),
+                                     ("β", "D", point.beta, point.beta_converged)):  # fmt: skip
+            if not ok:
+                low = float(value) < 2 * ALPHA_MIN
+                edges.append(
+                    f"{name} = {float(value):.3g} at the {'lower' if low else 'upper'} edge of its search ("
+                    + (
+                        f"the loss falls with ln {var} without slowing: no floor"
+                        if low
+                        else f"a step in {var}"
+                    )
+                    + ")"
+                )
+        return dict.fromkeys([*names, "a"]), f"not converged: {'; '.join(edges)}; no law, no optimum", []
     if not (point.A > 0 and point.B > 0):
         which = "A" if not point.A > 0 else "B"
         why = f"{which} <= 0: the loss does not fall with {'N' if which == 'A' else 'D'}; no interior optimum"
