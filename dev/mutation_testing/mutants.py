@@ -1071,6 +1071,9 @@ MUTANTS: list[Mutant] = [
            'steps = [f"trainer.max_steps={r.steps}"] if r.steps else []',
            'steps = [f"trainer.max_steps={r.steps}"]',
            "a ladder crossed with budgets gives every job a second trainer.max_steps (the rung's 0)"),
+    Mutant("surface_negative_floor", "analysis/budgets/surface_data.py",
+           "    if not point.E >= 0:  # a cross-entropy", "    if False:  # a cross-entropy",
+           "a surface law whose E runs below zero loss is printed with a compute-optimal size"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

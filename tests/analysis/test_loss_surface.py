@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shlex
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from gptlab.analysis.budgets import envelope as env
 from gptlab.analysis.budgets import surface, surface_data
 from gptlab.analysis.budgets.surface_fit import fit_surface
 from gptlab.analysis.report import parse_table, write_report
-from tests.conftest import run_module
+from tests.conftest import REPO
 
 TRUE = {"gelu": (1.6, 60.0, 0.35, 40.0, 0.33), "swiglu": (1.55, 55.0, 0.35, 38.0, 0.33)}  # E, A, α, B, β
 PER_STEP = 16 * 64  # batch × block
@@ -216,14 +220,28 @@ def test_losses_falling_with_ln_n_unslowed_get_no_law_and_say_why(tmp_path: Path
             "not converged: α = 0.01 at the lower edge of its search (the loss falls"
         )
         assert arm.optima == [] and all(v is None for v in arm.params.values())
+    # slowing, but towards a floor below zero loss: no law either (a cross-entropy is >= 0)
+    make_sweep(tmp_path / "below", widths=(24, 48, 72), steps=(50, 100, 200), seeds=2,
+               clean=lambda n, d: -2.0 + 60.0 * n**-0.1 + 40.0 * d**-0.33)  # fmt: skip
+    _, arms = surface_data.analyse(surface_data.read_grid(tmp_path / "below"), [1e11])
+    assert [a.status for a in arms] == [surface_data.E_NEGATIVE] * 2
+
+
+DOCUMENTED = (
+    "python -m gptlab.analysis.budgets.surface multirun/surface/surface_ffn_800 --flops 5e10,1.5e11,2.5e11"
+)
 
 
 def test_the_documented_command_and_the_report_print_the_surface(tmp_path: Path) -> None:
-    make_sweep(tmp_path, widths=(24, 48, 72), steps=(50, 100, 200), seeds=2)
-    proc = run_module("gptlab.analysis.budgets.surface", str(tmp_path), "--flops", "1e11,1e12")
+    """docs/ablations.md's command as written, on a hand-made sweep at its path."""
+    sweep = tmp_path / "multirun" / "surface" / "surface_ffn_800"
+    make_sweep(sweep, widths=(24, 48, 72), steps=(50, 100, 200), seeds=2)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    argv = [sys.executable, *shlex.split(DOCUMENTED)[1:]]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert "## Loss surface and compute-optimal size" in proc.stdout and "| 1e+11 |" in proc.stdout
-    report = write_report(tmp_path, figures=False).read_text()
+    assert "## Loss surface and compute-optimal size" in proc.stdout and "| 1.5e+11 |" in proc.stdout
+    report = write_report(sweep, figures=False).read_text()
     assert "## Loss surface and compute-optimal size" in report and "### `swiglu`" in report
     assert "## Budgets" not in report and "## Ladder" not in report
 

@@ -187,6 +187,10 @@ COMMANDS: dict[str, str] = {
     "python train.py -m experiment=budget_ffn_quick": "tests/ablation/test_budget_sweep.py::test_budget_sweep_runs_trunks_then_branches_and_reports_loss_against_tokens",
     "python train.py -m experiment=budget_ffn": "not runnable here: 90 jobs, hours on 2 CPU cores; budget_ffn_quick, its shrunk form, runs in tests/ablation/test_budget_sweep.py",
     "python train.py -m experiment=schedule_compare": "not runnable here: 36 jobs of 400 steps, an hour on 2 CPU cores; its arms compose in tests/ablation/test_budget_sweep.py",
+    # docs/sweeps.md "Sizes × budgets" and docs/ablations.md "Loss surface" (issue 45 item 4)
+    "python -m gptlab.analysis.budgets.surface <sweep dir> [--flops 1e11,1e12]": "template: a sweep directory of a ladder crossed with budgets; its instance in docs/ablations.md is run",
+    "python -m gptlab.analysis.budgets.surface multirun/surface/surface_ffn_800 --flops 5e10,1.5e11,2.5e11": "tests/analysis/test_loss_surface.py::test_the_documented_command_and_the_report_print_the_surface (as written, on a hand-made sweep of the same grid at that path)",
+    "python train.py -m experiment=surface_ffn 'callbacks.tasks.names=[]' hydra.launcher.slots=1 hydra.launcher.threads=1 hydra.sweep.dir=multirun/surface/surface_ffn_800": "not runnable here: 30 jobs, 5,640 steps, 13 min 31 s on one loaded core (its grid, each job's shape, LR and steps: tests/ablation/test_ladder_grid.py::test_a_ladder_crossed_with_budgets_leaves_each_jobs_steps_to_the_budgets; trunks and branches through the same sweeper and launcher: tests/ablation/test_budget_sweep.py::test_budget_sweep_runs_trunks_then_branches_and_reports_loss_against_tokens; its report's section on a hand-made sweep: tests/analysis/test_loss_surface.py)",
     "python train.py -m experiment=lr_search": "tests/docs/commands/test_sweeps_small.py::test_lr_search",
     "python scripts/report.py multirun/<group>": "tests/docs/commands/test_sweeps.py::test_ablate_ffn_through_make_sweep_and_report",
     "python scripts/init_report.py model=pre_rmsnorm_swiglu model.n_layer=12": "tests/docs/commands/test_tools.py::test_init_reports",

@@ -41,6 +41,12 @@ ONE_SEED = "one seed: bootstrap over the fit's residuals (scaled by sqrt(P/(P �
 SEEDS = "bootstrap over seeds: estimate ± t(n−1)·SE"
 
 
+E_NEGATIVE = (
+    "E < 0: the law through these losses runs below zero loss (exponents near 0: they fall with ln N and "
+    "ln D without slowing), so it has no loss floor and its optimum is none; no law, no optimum"
+)
+
+
 class SurfaceError(ValueError):
     """The sweep cannot give a surface (no such sweep, too few sizes or budgets, jobs without a
     result): one line naming what is missing."""
@@ -234,7 +240,9 @@ def approach3(grid: Grid, k: int, flops: list[float]) -> tuple[dict, str, list[O
         which = "A" if not point.A > 0 else "B"
         why = f"{which} <= 0: the loss does not fall with {'N' if which == 'A' else 'D'}; no interior optimum"
         return dict.fromkeys([*names, "a"]), why, []
-    ok = boot.converged & (boot.A > 0) & (boot.B > 0)
+    if not point.E >= 0:  # a cross-entropy is never below 0: such an E is no floor, its optimum none
+        return dict.fromkeys([*names, "a"]), E_NEGATIVE, []
+    ok = boot.converged & (boot.A > 0) & (boot.B > 0) & (boot.E >= 0)
 
     def est(value: float, reps: np.ndarray, log: bool = False) -> powerlaw.Estimate:
         return _interval(value, np.where(ok, reps, np.nan), n_seeds, log)
@@ -244,8 +252,6 @@ def approach3(grid: Grid, k: int, flops: list[float]) -> tuple[dict, str, list[O
     }
     params["a"] = est(float(point.exponent_a()), boot.exponent_a())
     status = "converged" if ok.all() else f"converged ({ok.mean():.0%} of resamples)"
-    if point.E < 0:
-        status += "; E < 0 (no loss floor: read N_opt as the trend's, E is not a floor)"
     optima = []
     for c in flops:
         n_p, n_b = float(point.optimal_n(c)), boot.optimal_n(c)
