@@ -159,7 +159,8 @@ class Ladder:
       FFN; Kaplan et al. 2020, Table 1). It orders the rungs (they must increase in N) and sets the
       token budget; the report fits against each job's exact count;
     - token budget: `tokens` per rung (a fixed budget), or `tokens_per_param` × N (Chinchilla's
-      20, Hoffmann et al. 2022, or a cheaper ratio); exactly one is set. max_steps = ceil(tokens /
+      20, Hoffmann et al. 2022, or a cheaper ratio); exactly one is set (neither when the ladder
+      crosses hydra.sweeper.budgets, which set each job's steps). max_steps = ceil(tokens /
       tokens per step), tokens per step = batch × block × gradient accumulation;
     - LR grid: the sweeper's log grid (hydra.sweeper.lr) is the grid at width `lr_ref_width`; at
       width d every point is multiplied by (lr_ref_width / d) ** lr_width_exponent (the best Adam
