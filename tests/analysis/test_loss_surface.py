@@ -200,6 +200,17 @@ def test_a_sweep_gives_each_arms_surface_law_and_optimum(tmp_path: Path) -> None
             mean = np.mean([float(law(n_of(r), b * PER_STEP, *TRUE["gelu"]))])
             assert float(cell.split(" ")[0]) == pytest.approx(mean, abs=0.02)
     assert "Approach 3" in text and "Approach 1" in text and "bootstrap over seeds" in text
+    # the gap per cell: paired over the 3 seeds, near the truth's swiglu − gelu, resolved better
+    gaps = parse_table(text, "### `swiglu` − `gelu` per cell")
+    for r, row in zip((24, 48, 72, 96), gaps, strict=True):
+        for b in (50, 100, 200, 400):
+            d_true = float(
+                law(n_of(r), b * PER_STEP, *TRUE["swiglu"]) - law(n_of(r), b * PER_STEP, *TRUE["gelu"])
+            )
+            mean, rest = row[f"{b} steps"].split(" [", 1)
+            low, high = (float(v) for v in rest.split("]")[0].split(", "))
+            assert float(mean) == pytest.approx(d_true, abs=0.01) and low < float(mean) < high
+            assert rest.endswith(": better")
 
 
 def test_one_seed_gets_the_residual_bootstrap_and_says_so(tmp_path: Path) -> None:

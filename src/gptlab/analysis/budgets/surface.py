@@ -61,6 +61,22 @@ def surface_table(grid: sd.Grid, k: int) -> str:
     return tables.table(head, rows)
 
 
+def gap_tables(grid: sd.Grid) -> list[str]:
+    """Each arm − the baseline per (size, budget), each at its best LR there: the ablation's
+    interval and verdict (paired t over seeds; gptlab.analysis.sweep.arms)."""
+    first = grid.cells[(grid.rungs[0], grid.steps[0])]
+    lines = []
+    for j, comp in enumerate(first.comparisons()):
+        head = ["rung", *[f"{b} steps" for b in grid.steps]]
+        rows = [
+            [r, *[f"{tables.fmt_interval(c.diff)}: {c.verdict}" for c in
+                  (grid.cells[(r, b)].comparisons()[j] for b in grid.steps)]]
+            for r in grid.rungs
+        ]  # fmt: skip
+        lines += ["", f"### `{comp.arm}` − `{comp.baseline}` per cell", "", tables.table(head, rows)]
+    return lines
+
+
 def arm_lines(grid: sd.Grid, arm: sd.ArmSurface, k: int) -> list[str]:
     """One arm's surface table, its fitted law, and both approaches' optima."""
     lines = [
@@ -132,7 +148,7 @@ def surface_lines(grid: sd.Grid, flops: list[float] | None = None) -> list[str]:
                       f"curve): {'; '.join(grid.incomplete)}."]  # fmt: skip
     for k, arm in enumerate(arms):
         lines += ["", *arm_lines(grid, arm, k)]
-    return lines
+    return lines + gap_tables(grid)
 
 
 def surface_section(jobs: list[Job], record: dict[str, Any], root: Path) -> list[str]:

@@ -145,8 +145,9 @@ def grid_of(jobs: list[Job], record: dict[str, Any] | None, where: str) -> Grid:
     if empty:
         more = f" and {len(empty) - 3} more" if len(empty) > 3 else ""
         raise SurfaceError(
-            f"{where}: no complete LR (every seed with a result) for {'; '.join(empty[:3])}{more}: the sweep "
-            "is unfinished or jobs failed; re-run its command with the same hydra.sweep.dir to finish them"
+            f"{where}: no complete LR (every seed with a result) for {'; '.join(empty[:3])}{more}: jobs "
+            "missing (the sweep unfinished: re-run its command with the same hydra.sweep.dir), failed or "
+            "diverged at every LR (scripts/status.py names them)"
         )
     n = np.full((len(arms), len(rungs)), np.nan)
     for i, r in enumerate(rungs):
