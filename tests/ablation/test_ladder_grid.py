@@ -68,6 +68,38 @@ def test_plain_grid_is_unchanged() -> None:
     assert grid.jobs() == expect and grid.ladder_key is None
 
 
+def test_a_ladder_crossed_with_budgets_leaves_each_jobs_steps_to_the_budgets() -> None:
+    """Sizes × budgets (issue 45 item 4): a rung sets depth and heads, no trainer.max_steps; the
+    budgets make a trunk per (seed, rung, arm, LR) and a branch per budget, each with its rung's
+    shape and LR (the rule written out here); a token budget on the ladder is refused."""
+    from dataclasses import replace
+
+    from gptlab.ablation.budgets import budget_plan
+
+    grid = build_grid("model/ffn", ARMS, "gelu", lr_values(1.5e-3, 8.2e-3, 2), ["1"], {}, [],
+                      ladder=Ladder(widths=[24, 48]), budgets=True)  # fmt: skip
+    plan = budget_plan([10, 20], 0.2, warmup=2)
+    jobs = replace(grid, budgets=[list(p) for p in plan], sweep_dir="/s").jobs()
+    trunks = [j for j in jobs if not any(o.startswith("branch_from=") for o in j)]
+    assert len(trunks) == 2 * 2 * 2 and len(jobs) == len(trunks) * 3  # rungs × arms × LRs; 2 branches each
+    for k, trunk in enumerate(trunks):
+        v = dict(o.split("=", 1) for o in trunk)
+        d = int(v["model.n_embd"])
+        assert (v["model.n_layer"], v["model.n_head"]) == (str(d // 24), str(d // 24))
+        assert v["trainer.max_steps"] == "16" and v["optim.branch_points"] == "[8,16]"
+        assert sum(o.startswith("trainer.max_steps=") for o in trunk) == 1  # the rung sets none
+        branches = [j for j in jobs if f"branch_from=/s/{k}" in j]
+        assert [dict(o.split("=", 1) for o in b)["trainer.max_steps"] for b in branches] == ["10", "20"]
+        for b in branches:
+            bv = dict(o.split("=", 1) for o in b)
+            assert {key: bv[key] for key in ("model.n_embd", "model.n_layer", "optim.lr")} == {
+                key: v[key] for key in ("model.n_embd", "model.n_layer", "optim.lr")
+            }
+    with pytest.raises(GridError, match="takes its tokens from the budgets; set tokens and tokens_per_param"):
+        ladder = Ladder(widths=[24, 48], tokens=10)
+        build_grid("model/ffn", ARMS, "gelu", ["0.001"], ["1"], {}, [], ladder=ladder, budgets=True)
+
+
 def test_widths_on_the_command_line_replace_the_rungs() -> None:
     grid = _grid(Ladder(widths=[24, 48, 72], tokens=1024), cli=[("model.n_embd", ["48", "96"], True)])
     assert grid.cells == {"model.n_embd": ["48", "96"]}

@@ -159,7 +159,8 @@ class Ladder:
       FFN; Kaplan et al. 2020, Table 1). It orders the rungs (they must increase in N) and sets the
       token budget; the report fits against each job's exact count;
     - token budget: `tokens` per rung (a fixed budget), or `tokens_per_param` × N (Chinchilla's
-      20, Hoffmann et al. 2022, or a cheaper ratio); exactly one is set. max_steps = ceil(tokens /
+      20, Hoffmann et al. 2022, or a cheaper ratio); exactly one is set (neither when the ladder
+      crosses hydra.sweeper.budgets, which set each job's steps). max_steps = ceil(tokens /
       tokens per step), tokens per step = batch × block × gradient accumulation;
     - LR grid: the sweeper's log grid (hydra.sweeper.lr) is the grid at width `lr_ref_width`; at
       width d every point is multiplied by (lr_ref_width / d) ** lr_width_exponent (the best Adam
@@ -206,8 +207,12 @@ def _positive_int(name: str, value: object) -> int:
     return value
 
 
-def ladder_rungs(ladder: Ladder, base_lrs: Sequence[float], tokens_per_step: int) -> list[Rung]:
-    """The rungs of a ladder (validated; GridError names the field)."""
+def ladder_rungs(
+    ladder: Ladder, base_lrs: Sequence[float], tokens_per_step: int, budgets: bool = False
+) -> list[Rung]:
+    """The rungs of a ladder (validated; GridError names the field). With `budgets` (a sweep over
+    hydra.sweeper.budgets: sizes × budgets, gptlab.ablation.budgets) the budgets set each job's
+    steps, so the ladder sets no token budget (steps 0) and must not be given one."""
     where = "hydra.sweeper.ladder"
     if ladder.widths and ladder.depths:
         raise GridError(f"{where}: set widths (a width ladder) or depths (a depth ladder), not both")
@@ -223,7 +228,13 @@ def ladder_rungs(ladder: Ladder, base_lrs: Sequence[float], tokens_per_step: int
     exponent = ladder.lr_width_exponent
     if isinstance(exponent, bool) or not isinstance(exponent, int | float) or not math.isfinite(exponent):
         raise GridError(f"{where}.lr_width_exponent={exponent!r} is not accepted; give a finite number")
-    if (ladder.tokens is None) == (ladder.tokens_per_param is None):
+    if budgets and (ladder.tokens is not None or ladder.tokens_per_param is not None):
+        raise GridError(
+            f"{where}: a ladder crossed with hydra.sweeper.budgets takes its tokens from the budgets; "
+            f"set tokens and tokens_per_param to null (got tokens={ladder.tokens!r}, "
+            f"tokens_per_param={ladder.tokens_per_param!r})"
+        )
+    if not budgets and (ladder.tokens is None) == (ladder.tokens_per_param is None):
         raise GridError(
             f"{where}: set exactly one of tokens (a fixed budget per rung) and tokens_per_param "
             f"(tokens = ratio × N); got tokens={ladder.tokens!r}, "
@@ -231,7 +242,7 @@ def ladder_rungs(ladder: Ladder, base_lrs: Sequence[float], tokens_per_step: int
         )
     if ladder.tokens is not None:
         _positive_int(f"{where}.tokens", ladder.tokens)
-    else:
+    elif not budgets:
         _positive_number(f"{where}.tokens_per_param", ladder.tokens_per_param)
     rungs: list[Rung] = []
     for i, d in enumerate(widths):
@@ -252,8 +263,10 @@ def ladder_rungs(ladder: Ladder, base_lrs: Sequence[float], tokens_per_step: int
                 f"{where}.{listed}: rung sizes must increase in N = 12·n_layer·n_embd², "
                 f"but {now} gives N={size:,} after N={rungs[-1].size:,} ({before})"
             )
-        tokens = ladder.tokens if ladder.tokens is not None else ladder.tokens_per_param * size  # type: ignore[operator]
-        steps = max(1, math.ceil(tokens / tokens_per_step))
+        steps = 0  # budgets: each job's steps are its budget's
+        if not budgets:
+            tokens = ladder.tokens if ladder.tokens is not None else ladder.tokens_per_param * size  # type: ignore[operator]
+            steps = max(1, math.ceil(tokens / tokens_per_step))
         factor = (ref / d) ** float(exponent)
         lrs = [format_lr(v * factor) for v in base_lrs]
         if len(set(lrs)) != len(lrs):
@@ -273,6 +286,7 @@ def build_grid(
     group_options: Callable[[str], list[str] | None] | None = None,
     ladder: Ladder | None = None,
     tokens_per_step: int = 1,
+    budgets: bool = False,
 ) -> Grid:
     """The grid from the sweeper's config and the command line (key, values, is-a-sweep).
 
@@ -280,7 +294,9 @@ def build_grid(
     (`seed=1,2` runs two seeds); another swept key becomes one more dimension; everything else is
     passed to every job. `group_options(key)` lists a config group's options (None: not a group).
     With a `ladder`, its rungs are the first cell (`model.n_embd=24,48` on the command line replaces
-    the widths); `lrs` are then the reference grid, each rung gets its own (`Ladder`).
+    the widths); `lrs` are then the reference grid, each rung gets its own (`Ladder`). `budgets`: the
+    grid will be expanded into trunks and branches (`with_budgets`), which set trainer.max_steps, so
+    a rung does not.
     """
     if not arm:
         raise GridError("hydra.sweeper.arm is not set; name the override key the arms are (e.g. model/ffn)")
@@ -334,12 +350,13 @@ def build_grid(
     key = ladder.key
     if key in cells:
         raise GridError(f"hydra.sweeper.params.{key} and a ladder both set it; use hydra.sweeper.ladder")
-    rungs = ladder_rungs(ladder, [float(v) for v in lr_list], tokens_per_step)
+    rungs = ladder_rungs(ladder, [float(v) for v in lr_list], tokens_per_step, budgets)
     values = {str(r.depth if ladder.depths else r.width): r for r in rungs}
 
     def derived(r: Rung) -> list[str]:  # a depth ladder's rung is its n_layer already
         depth = [] if ladder.depths else [f"model.n_layer={r.depth}"]
-        return [*depth, f"model.n_head={r.heads}", f"trainer.max_steps={r.steps}"]
+        steps = [f"trainer.max_steps={r.steps}"] if r.steps else []  # budgets: each branch's own
+        return [*depth, f"model.n_head={r.heads}", *steps]
 
     return Grid(
         arm, arm_values, base, lr_list, seed_list, {key: list(values), **cells}, fixed,

@@ -106,6 +106,7 @@ def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
         group_options=options,
         ladder=ladder,
         tokens_per_step=_tokens_per_step(sweeper.config) if ladder is not None else 1,
+        budgets=bool(spec.get("budgets")),
     )
     if spec.get("budgets"):
         grid = with_budgets(grid, spec, sweeper.config)
@@ -119,8 +120,6 @@ def make_grid(sweeper: Any, arguments: list[str]) -> Grid:
 
 def with_budgets(grid: Grid, spec: dict[str, Any], config: DictConfig) -> Grid:
     """The grid as trunks and branches (gptlab.ablation.budgets); GridError names the bad field."""
-    if grid.ladder_key:
-        raise GridError("hydra.sweeper.budgets and hydra.sweeper.ladder both set trainer.max_steps; use one")
     given = [o.split("=", 1)[0] for o in grid.fixed] + list(grid.cells)
     clash = [k for k in given if k.lstrip("+~") in BUDGET_DERIVED]
     if clash:

@@ -21,6 +21,7 @@ import yaml
 from gptlab.ablation.grid import LR_KEY, SEED_KEY
 from gptlab.ablation.sweep_dir import read_record
 from gptlab.analysis import budgets
+from gptlab.analysis.budgets import surface
 from gptlab.analysis.init import grad_profile
 from gptlab.analysis.ladder import analyse as ladder
 from gptlab.analysis.ladder import report as ladder_report
@@ -219,17 +220,11 @@ def write_report(
     if best:
         lines += ["", f"Optuna: {best}"]
     refused = ""
-    if record is not None and record.get("ladder_key"):
-        section, refused = ladder_section(jobs, record, fig_dir, figures, sensitivity)
-        lines += ["", *section]
-    if record is not None and record.get("budgets"):  # trunks and branches: loss against tokens
-        lines += ["", *budgets.budget_section(jobs, record, fig_dir, figures, sensitivity)]
-    elif record is not None:
-        section, _ = ablation_section(jobs, record, fig_dir, figures, sensitivity)
-        lines += ["", *section]
-        tasks = task_report.task_section(jobs, record, sensitivity)
-        if tasks:
-            lines += ["", *tasks]
+    if record is not None and record.get("ladder_key") and record.get("budgets"):
+        lines += ["", *surface.surface_section(jobs, record, root)]  # sizes × budgets: one surface per arm
+    else:
+        section, refused = record_sections(jobs, record, fig_dir, figures, sensitivity)
+        lines += section
     lines += ["", "## Jobs", "", tables.job_table(jobs, keys)]
     seeds = tables.seed_table(jobs, keys) if record is None else None
     if seeds:
@@ -255,6 +250,27 @@ def write_report(
     if refused:  # bad input for the fit: the report (its per-rung table) is written, the CLI exits 2
         raise LadderError(f"{refused}; the per-rung table is in {report}")
     return report
+
+
+def record_sections(
+    jobs: list[Job], record: dict | None, out: Path, figures: bool, sensitivity: str
+) -> tuple[list[str], str]:
+    """The ablation's sections: the ladder's (when one), then the budgets' or the plain grid's
+    with its tasks; and why a ladder's fit was refused ("" when it was not)."""
+    lines: list[str] = []
+    refused = ""
+    if record is not None and record.get("ladder_key"):
+        section, refused = ladder_section(jobs, record, out, figures, sensitivity)
+        lines += ["", *section]
+    if record is not None and record.get("budgets"):  # trunks and branches: loss against tokens
+        lines += ["", *budgets.budget_section(jobs, record, out, figures, sensitivity)]
+    elif record is not None:
+        section, _ = ablation_section(jobs, record, out, figures, sensitivity)
+        lines += ["", *section]
+        tasks = task_report.task_section(jobs, record, sensitivity)
+        if tasks:
+            lines += ["", *tasks]
+    return lines, refused
 
 
 def ladder_section(
