@@ -4,44 +4,16 @@ a sweep dir holding another grid: one line saying which job differs, nothing ove
 from __future__ import annotations
 
 import json
-import logging
-import runpy
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from gptlab.ablation.grid import GridError, build_grid, lr_values, seed_values
-from tests.conftest import QUICK_ENV, REPO, run_script
+from tests.cli_here import train_py_here
+from tests.conftest import QUICK_ENV, run_script
 
 QUICK = ["-m", "experiment=ablate_ffn_quick", "hydra.sweeper.report=false"]
-
-
-def train_py_here(
-    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], *args: str
-) -> tuple[int | str | None, str]:
-    """`python train.py <args>` run in this process up to its exit: (exit code, what it wrote to
-    stderr). train.py itself, through Hydra's own entry (hydra.main reads sys.argv), for a command
-    that is refused before any job starts: the process start-up (2.5 CPU s) is what it saves. Hydra's
-    global state and the root logger's handlers are put back afterwards."""
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.singleton import Singleton
-
-    root = logging.getLogger()
-    handlers, level, state = root.handlers[:], root.level, Singleton.get_state()
-    monkeypatch.setattr(sys, "argv", [str(REPO / "train.py"), *args])
-    capfd.readouterr()
-    GlobalHydra.instance().clear()
-    try:
-        with pytest.raises(SystemExit) as exited:
-            runpy.run_path(str(REPO / "train.py"), run_name="__main__")
-    finally:
-        GlobalHydra.instance().clear()
-        Singleton.set_state(state)
-        root.handlers[:] = handlers
-        root.setLevel(level)
-    return exited.value.code, capfd.readouterr().err
 
 
 # The rows of docs/bad-inputs.md's ablation-grid table. One row of each kind of refusal runs as a
