@@ -219,6 +219,7 @@ def _csv_steps(job_dir: Path) -> list[int]:
         return [int(r["step"]) for r in csv.DictReader(f) if r.get("train/loss")]
 
 
+@pytest.mark.slow  # the session's quick sweep (shared); status.py itself ~1 s
 def test_status_counts_steps_done_not_the_csv_zero_based_step(quick_tying_sweep: Path) -> None:
     """A real serial multirun's job (the session's quick tying sweep: 12 steps, a train row every
     3rd): status.py shows 12/12, the train rows of its CSV times the log cadence and its
