@@ -22,9 +22,11 @@ def train_py_here(
     """`python train.py <args>` run in this process up to its exit: (exit code, what it wrote to
     stderr). train.py itself, through Hydra's own entry (hydra.main reads sys.argv), for a command
     that is refused before any job starts: the process start-up (2.5 CPU s) is what it saves. Hydra's
-    global state and the root logger's handlers are put back afterwards."""
+    global state and the root logger's handlers are put back afterwards, so that a later test of
+    this process (training in-process, whose run reads HydraConfig) does not see this command's."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.singleton import Singleton
+    from omegaconf.basecontainer import BaseContainer
 
     root = logging.getLogger()
     handlers, level, state = root.handlers[:], root.level, Singleton.get_state()
@@ -36,7 +38,9 @@ def train_py_here(
             runpy.run_path(str(REPO / "train.py"), run_name="__main__")
     finally:
         GlobalHydra.instance().clear()
-        Singleton.set_state(state)
+        # Hydra's singletons (HydraConfig, JobRuntime) as they were; resolvers registered meanwhile
+        # (train.py's ${launch_id:...}) stay, as their modules will not register them again
+        Singleton.set_state({**state, "omegaconf_resolvers": BaseContainer._resolvers})
         root.handlers[:] = handlers
         root.setLevel(level)
     return exited.value.code, capfd.readouterr().err
