@@ -4,43 +4,61 @@ a sweep dir holding another grid: one line saying which job differs, nothing ove
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from gptlab.ablation.grid import GridError, build_grid, lr_values, seed_values
-from tests.conftest import run_script
+from tests.cli_here import train_py_here
+from tests.conftest import QUICK_ENV, run_script
 
 QUICK = ["-m", "experiment=ablate_ffn_quick", "hydra.sweeper.report=false"]
 
 
-@pytest.mark.parametrize(
-    ("override", "field"),
-    [
-        ("hydra.sweeper.lr.min=0", "hydra.sweeper.lr.min=0.0"),
-        ("hydra.sweeper.lr.max=-0.01", "hydra.sweeper.lr.max=-0.01"),
-        ("optim.lr=0.001,-0.003", "optim.lr=-0.003"),
-        ("hydra.sweeper.seeds=0", "hydra.sweeper.seeds=0"),
-        (
-            "hydra.sweeper.arms=[gelu,gelux]",
-            "hydra.sweeper.arms: 'gelux' is not an option of the config group model/ffn",
-        ),
-        ("model/ffn=gelu,gelux", "model/ffn: 'gelux' is not an option"),
-        ("hydra.sweeper.baseline=relu", "hydra.sweeper.baseline='relu' is not one of the arms"),
-        (
-            "hydra.sweeper.arm=model.norm_placement hydra.sweeper.arms=[pre,middle] "
-            "hydra.sweeper.baseline=pre",
-            "model.norm_placement='middle' is not accepted",
-        ),
-    ],
-)
-@pytest.mark.slow
-def test_bad_grid_is_one_line_exit_2_nothing_started(tmp_path: Path, override: str, field: str) -> None:
+# The rows of docs/bad-inputs.md's ablation-grid table. One row of each kind of refusal runs as a
+# subprocess (a GridError from the grid's fields; a job the schema refuses, found by composing one
+# job per arm); the other rows take the same path through train.py in this process.
+BAD_GRIDS = [
+    pytest.param("hydra.sweeper.lr.min=0", "hydra.sweeper.lr.min=0.0", "subprocess", marks=pytest.mark.slow),
+    ("hydra.sweeper.lr.max=-0.01", "hydra.sweeper.lr.max=-0.01", "in_process"),
+    ("optim.lr=0.001,-0.003", "optim.lr=-0.003", "in_process"),
+    ("hydra.sweeper.seeds=0", "hydra.sweeper.seeds=0", "in_process"),
+    (
+        "hydra.sweeper.arms=[gelu,gelux]",
+        "hydra.sweeper.arms: 'gelux' is not an option of the config group model/ffn",
+        "in_process",
+    ),
+    ("model/ffn=gelu,gelux", "model/ffn: 'gelux' is not an option", "in_process"),
+    ("hydra.sweeper.baseline=relu", "hydra.sweeper.baseline='relu' is not one of the arms", "in_process"),
+    pytest.param(
+        "hydra.sweeper.arm=model.norm_placement hydra.sweeper.arms=[pre,middle] hydra.sweeper.baseline=pre",
+        "model.norm_placement='middle' is not accepted",
+        "subprocess",
+        marks=pytest.mark.slow,
+    ),
+]
+
+
+@pytest.mark.parametrize(("override", "field", "how"), BAD_GRIDS)
+def test_bad_grid_is_one_line_exit_2_nothing_started(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    override: str,
+    field: str,
+    how: str,
+) -> None:
     sweep = tmp_path / "sweep"
-    proc = run_script("train.py", *QUICK, *override.split(), f"hydra.sweep.dir={sweep}", timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and field in lines[0], proc.stderr
+    args = [*QUICK, *override.split(), f"hydra.sweep.dir={sweep}"]
+    if how == "subprocess":
+        proc = run_script("train.py", *args, timeout=300)
+        code, stderr = proc.returncode, proc.stderr
+    else:
+        code, stderr = train_py_here(monkeypatch, capfd, *args)
+    assert code == 2, stderr[-2000:]
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and field in lines[0], stderr
     assert not sweep.exists()
 
 
@@ -101,24 +119,29 @@ def test_grid_order_and_log_spacing() -> None:
 
 
 @pytest.mark.slow
-def test_sweep_dir_composed_from_another_config_is_refused_untouched(tmp_path: Path) -> None:
+def test_sweep_dir_composed_from_another_config_is_refused_untouched(
+    quick_tying_sweep: Path, tmp_path: Path
+) -> None:
     """Same overrides, different experiment: a preset edited between the first run and the re-run
-    (here: the record says the jobs composed to n_embd=999) must not mix old and new jobs."""
+    (here: the record says the jobs composed to n_embd=999) must not mix old and new jobs. The first
+    run is the session's quick tying sweep (a copy of it), re-run with its own command."""
     sweep = tmp_path / "sweep"
-    one_job = [*QUICK, "model/ffn=gelu", "optim.lr=0.001", "hydra.sweeper.seeds=1", "logger=csv"]
-    first = run_script("train.py", *one_job, f"hydra.sweep.dir={sweep}", timeout=300)
-    assert first.returncode == 0, first.stderr[-2000:]
+    shutil.copytree(quick_tying_sweep, sweep)
     record = json.loads((sweep / "ablation.json").read_text())
-    assert list(record["configs"]) and all(c["model"]["n_embd"] == 48 for c in record["configs"].values())
+    assert list(record["configs"]) and all(c["model"]["n_embd"] == 32 for c in record["configs"].values())
     for c in record["configs"].values():
         c["model"]["n_embd"] = 999
     (sweep / "ablation.json").write_text(json.dumps(record))
     before = {p: p.stat().st_mtime_ns for p in sweep.rglob("*")}
-    proc = run_script("train.py", *one_job, f"hydra.sweep.dir={sweep}", timeout=300)
+    cache = quick_tying_sweep.parent.parent / "token-cache"
+    proc = run_script(
+        "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={sweep}",
+        f"data.cache_dir={cache}", env=QUICK_ENV, timeout=300,
+    )  # fmt: skip
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "composed from another config" in lines[0], proc.stderr
-    assert "model.n_embd was 999 and is now 48" in lines[0]
+    assert "model.n_embd was 999 and is now 32" in lines[0]
     assert {p: p.stat().st_mtime_ns for p in sweep.rglob("*")} == before
 
 
