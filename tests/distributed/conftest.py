@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import built_once, shared_root
 
 from .helpers import GLOBAL_BATCH, REPO, TWO_CPU, Run, common, run, train_cmd
+from .ranks import train_once
 
 RUN_JSON = (  # a Run as built_once keeps it
     lambda r: {"cmd": r.cmd, "returncode": r.returncode, "output": r.output, "cwd": str(r.cwd)},
@@ -42,19 +43,14 @@ def single_run(tmp_path_factory: pytest.TempPathFactory, dist_root: Path, cache:
 
 
 def _single_run(dist_root: Path, cache: Path) -> Path:
+    """In this process (tests/distributed/ranks.py): nothing here is about the command line, which
+    the sweep and torchrun runs below go through."""
     out = dist_root / "single"
-    run(
-        train_cmd(
-            *common(cache),
-            "model.n_layer=2",
-            f"data.batch_size={GLOBAL_BATCH}",
-            "trainer.accelerator=cpu",
-            "trainer.devices=1",
-            "logger=csv",
-            f"hydra.run.dir={out}",
-        ),
-        dist_root / "cwd_single",
-    ).check()
+    train_once(
+        out,
+        [*common(cache), "model.n_layer=2", f"data.batch_size={GLOBAL_BATCH}", "trainer.accelerator=cpu",
+         "trainer.devices=1", "logger=csv"],
+    )  # fmt: skip
     return out
 
 

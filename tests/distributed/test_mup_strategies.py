@@ -1,16 +1,20 @@
 """μP under the strategies (issue 32): one process, 2-process DDP with every block checkpointed and
 2-process FSDP2 (torchrun) with selective checkpointing train the same μP model the same way, step by
 step (the optimizer's μP groups are built from parameter names, which DDP, FSDP2 and checkpointing
-keep); and that training is not SP's (the μP rules are in force in every one of them)."""
+keep); and that training is not SP's (the μP rules are in force in every one of them).
+
+The μP runs go through tests/distributed/ranks.py (the app as train.py runs it, the one process in
+the test's own, both two-rank runs in one pair of spawned ranks); FSDP2 under torchrun is
+test_equivalence.py's."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from .helpers import GLOBAL_BATCH, REPO, STEPS, TWO_CPU, common, read_metrics, run, series, train_cmd
+from .helpers import GLOBAL_BATCH, STEPS, TWO_CPU, common, read_metrics, series
+from .ranks import train_once, train_two_ranks
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 MUP = ["model/parametrization=mup", "model.mup_base_width=16", "model.n_layer=2"]
@@ -24,13 +28,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory, single_run: Path, cache: Path
     single = [*common(cache), f"data.batch_size={GLOBAL_BATCH}", "trainer.accelerator=cpu",
               "trainer.devices=1", "logger=csv"]  # fmt: skip
     out = {name: root / name for name in ("mup", "ddp", "fsdp")} | {"sp": single_run}
-    run(train_cmd(*single, *MUP, f"hydra.run.dir={out['mup']}"), root / "c1").check()
+    train_once(out["mup"], [*single, *MUP])
     ddp = [*MUP, *common(cache), *TWO_CPU, "model.activation_checkpointing=full", "logger=csv"]
-    run(train_cmd(*ddp, f"hydra.run.dir={out['ddp']}"), root / "c2").check()
-    fsdp = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-            str(REPO / "train.py"), *MUP, "trainer=fsdp", "model.activation_checkpointing=selective",
-            *common(cache), *TWO_CPU, "logger=csv", f"hydra.run.dir={out['fsdp']}"]  # fmt: skip
-    run(fsdp, root / "c3").check()
+    fsdp = [*MUP, "trainer=fsdp", "model.activation_checkpointing=selective", *common(cache), *TWO_CPU,
+            "logger=csv"]  # fmt: skip
+    train_two_ranks([(out["ddp"], ddp), (out["fsdp"], fsdp)], "the μP DDP and FSDP2 runs")
     return out
 
 

@@ -1,4 +1,7 @@
-"""`python train.py` end to end on the embedded corpus: learns, checkpoints, resumes, DDP, multirun."""
+"""`python train.py` end to end on the embedded corpus: learns, checkpoints, resumes, DDP, multirun.
+
+The resume trains in this process (tests/distributed/ranks.py): it is about the step count, not the
+command line."""
 
 from __future__ import annotations
 
@@ -71,21 +74,26 @@ def test_generate_without_prompt_starts_a_validation_document(trained: Path) -> 
 
 @pytest.mark.slow
 def test_resume_continues_the_step_count(trained: Path, tmp_path: Path) -> None:
+    """ckpt_path=<last.ckpt>, trained in this process on the config train.py composes (its command
+    line is the other tests' here)."""
+    from tests.distributed.ranks import train_once
+
     resumed = tmp_path / "resumed"
-    proc = run_script(
-        "train.py",
-        *TINY,
-        "trainer.max_steps=36",
-        "trainer.val_check_interval=10",
-        "optim.lr=3e-3",
-        "optim.warmup_steps=5",
-        f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}",
-        f"hydra.run.dir={resumed}",
-        f"data.cache_dir={trained.parent / 'cache'}",
+    summary = train_once(
+        resumed,
+        [
+            *TINY,
+            "trainer.max_steps=36",
+            "trainer.val_check_interval=10",
+            "optim.lr=3e-3",
+            "optim.warmup_steps=5",
+            f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}",
+            f"data.cache_dir={trained.parent / 'cache'}",
+        ],
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     steps = [s for s, _ in column(read_csv_metrics(resumed), "train/loss")]
     assert steps and min(steps) >= 30 and max(steps) == 35
+    assert summary["steps"] == 36
     assert json.loads((resumed / "metrics.json").read_text())["steps"] == 36
     # 36 is not a validation step: last.ckpt is still written at the end of training
     assert torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 36
