@@ -10,8 +10,9 @@ Dropless with balance=bias, so each micro-batch's objective is a token mean (cro
 router z-loss): 2 ranks x 2 micro-batches of 1 window give the step the gradient 1 process x 2
 micro-batches of 2 give. (The aux loss E·Σ f_i·P_i of one micro-batch is not a sum over its tokens:
 its gradient depends on how the batch is cut, so it is not compared across layouts.)
-The one process trains in the test's own, the two two-rank runs in one pair of spawned ranks
-(tests/distributed/ranks.py: the app as train.py runs it, without the command line's start-ups).
+The one process trains in the test's own, the two two-rank runs on the ranks spawned once for the
+session's equality runs (tests/distributed/ranks.py: the app as train.py runs it, without the
+command line's start-ups).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 import torch
 
 from .helpers import BLOCK, read_metrics, series
-from .ranks import train_once, train_two_ranks
+from .ranks import train_once
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 STEPS = 4
@@ -74,21 +75,24 @@ ONE = ["data.batch_size=2", "trainer.devices=1"]
 TWO = ["data.batch_size=1", "trainer.devices=2"]
 
 
+def two_rank_jobs(cache: Path) -> dict[str, list[str]]:
+    """This module's two-rank runs, made on the session's spawned ranks (conftest.spawned_runs):
+    DDP, and FSDP2 (fully_shard shards each (E, in, out) stack along E; the forward all-gathers
+    them whole)."""
+    return {
+        "ddp": [*overrides(cache), *TWO, "trainer.strategy=ddp"],
+        "fsdp": [*overrides(cache), *TWO, "trainer=fsdp"],
+    }
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The one-process reference, 2-rank DDP and 2-rank FSDP2 (fully_shard shards each (E, in, out)
-    stack along E; the forward all-gathers them whole): layout -> run dir."""
-    root = tmp_path_factory.mktemp("moe-dist")
-    out = {name: root / name for name in ("single", "ddp", "fsdp")}
-    train_once(out["single"], [*overrides(root / "cache"), *ONE])
-    train_two_ranks(
-        [
-            (out["ddp"], [*overrides(root / "cache"), *TWO, "trainer.strategy=ddp"]),
-            (out["fsdp"], [*overrides(root / "cache"), *TWO, "trainer=fsdp"]),
-        ],
-        "the MoE DDP and FSDP2 runs",
-    )
-    return out
+def runs(
+    tmp_path_factory: pytest.TempPathFactory, cache: Path, spawned_runs: dict[str, Path]
+) -> dict[str, Path]:
+    """Layout -> run dir: the one-process reference (trained here) and the two two-rank runs."""
+    single = tmp_path_factory.mktemp("moe-single")
+    train_once(single, [*overrides(cache), *ONE])
+    return {"single": single} | {name: spawned_runs[f"moe/{name}"] for name in ("ddp", "fsdp")}
 
 
 def compare_logs(ref: dict, got: dict) -> None:

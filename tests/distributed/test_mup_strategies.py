@@ -3,9 +3,9 @@
 step (the optimizer's μP groups are built from parameter names, which DDP, FSDP2 and checkpointing
 keep); and that training is not SP's (the μP rules are in force in every one of them).
 
-The μP runs go through tests/distributed/ranks.py (the app as train.py runs it, the one process in
-the test's own, both two-rank runs in one pair of spawned ranks); FSDP2 under torchrun is
-test_equivalence.py's."""
+The μP runs go through tests/distributed/ranks.py (the app as train.py runs it: the one process in
+the test's own, both two-rank runs on the ranks spawned once for the session's equality runs);
+FSDP2 under torchrun is test_equivalence.py's."""
 
 from __future__ import annotations
 
@@ -14,26 +14,32 @@ from pathlib import Path
 import pytest
 
 from .helpers import GLOBAL_BATCH, STEPS, TWO_CPU, common, read_metrics, series
-from .ranks import train_once, train_two_ranks
+from .ranks import train_once
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 MUP = ["model/parametrization=mup", "model.mup_base_width=16", "model.n_layer=2"]
 
 
+def two_rank_jobs(cache: Path) -> dict[str, list[str]]:
+    """This module's two-rank runs, made on the session's spawned ranks (conftest.spawned_runs)."""
+    both = [*MUP, *common(cache), *TWO_CPU, "logger=csv"]
+    return {
+        "ddp": [*both, "model.activation_checkpointing=full"],
+        "fsdp": [*both, "trainer=fsdp", "model.activation_checkpointing=selective"],
+    }
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, single_run: Path, cache: Path) -> dict[str, Path]:
+def runs(
+    tmp_path_factory: pytest.TempPathFactory, single_run: Path, cache: Path, spawned_runs: dict[str, Path]
+) -> dict[str, Path]:
     """SP's run is the session's single-process reference (conftest.single_run: these overrides
-    without MUP); the μP runs are made here."""
-    root = tmp_path_factory.mktemp("mup_dist")
+    without MUP); the one-process μP run is made here."""
+    mup = tmp_path_factory.mktemp("mup_dist") / "mup"
     single = [*common(cache), f"data.batch_size={GLOBAL_BATCH}", "trainer.accelerator=cpu",
               "trainer.devices=1", "logger=csv"]  # fmt: skip
-    out = {name: root / name for name in ("mup", "ddp", "fsdp")} | {"sp": single_run}
-    train_once(out["mup"], [*single, *MUP])
-    ddp = [*MUP, *common(cache), *TWO_CPU, "model.activation_checkpointing=full", "logger=csv"]
-    fsdp = [*MUP, "trainer=fsdp", "model.activation_checkpointing=selective", *common(cache), *TWO_CPU,
-            "logger=csv"]  # fmt: skip
-    train_two_ranks([(out["ddp"], ddp), (out["fsdp"], fsdp)], "the μP DDP and FSDP2 runs")
-    return out
+    train_once(mup, [*single, *MUP])
+    return {"mup": mup, "sp": single_run} | {name: spawned_runs[f"mup/{name}"] for name in ("ddp", "fsdp")}
 
 
 def test_ddp_and_fsdp2_train_the_mup_model_as_one_process_does(runs: dict[str, Path]) -> None:
