@@ -30,6 +30,7 @@ RUNS = {  # the documented commands (docs/architecture.md, "Attention axes"), as
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", RUNS)
 def test_train_py_trains_each_attention_switch(name: str, tmp_path: Path, cache: Path) -> None:
     """Finishes with a finite validation loss, the checkpoint's config holds the switch, and every

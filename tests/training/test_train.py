@@ -1,7 +1,7 @@
 """`python train.py` end to end on the embedded corpus: learns, checkpoints, resumes, DDP, multirun.
 
-The resume trains in this process (tests/distributed/ranks.py): it is about the step count, not the
-command line."""
+The resume trains in this process (tests/distributed/ranks.py) and generate.py's main runs in it: they
+are about the step count and the default prompt, not the command line."""
 
 from __future__ import annotations
 
@@ -61,15 +61,26 @@ def test_run_dir_has_checkpoints_summary_sample_and_config(trained: Path) -> Non
 
 
 @pytest.mark.slow
-def test_generate_without_prompt_starts_a_validation_document(trained: Path) -> None:
-    """generate.py with no prompt continues the run's first val document (byte tokens: its bytes)."""
-    proc = run_script(
-        "generate.py", f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}", "max_new_tokens=8", cwd=trained
+def test_generate_without_prompt_starts_a_validation_document(
+    trained: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """generate.py with no prompt continues the run's first val document (byte tokens: its bytes);
+    its main in this process, from the run's directory (generate.py's command line runs in
+    tests/distributed/test_fsdp_checkpoint.py and tests/training/test_bad_inputs.py)."""
+    from tests.interop.helpers import load_cli
+
+    monkeypatch.chdir(trained)
+    capsys.readouterr()
+    assert (
+        load_cli("generate.py").main(
+            [f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}", "max_new_tokens=8"]
+        )
+        == 0
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = capsys.readouterr().out
     docs = load_documents(resolve_source(DataConfig(max_bytes=400000)))
     first_val = docs["text"][int(val_mask(len(docs), 0.05, docs["group"]).argmax())]
-    assert proc.stdout.startswith(first_val[:16]) and len(proc.stdout) > 16, proc.stdout[:80]
+    assert out.startswith(first_val[:16]) and len(out) > 16, out[:80]
 
 
 @pytest.mark.slow

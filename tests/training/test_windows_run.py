@@ -28,6 +28,7 @@ RUNS = {  # the documented commands (docs/architecture.md, "Attention axes"), as
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", RUNS)
 def test_train_py_trains_windows_and_document_masks(name: str, tmp_path: Path, cache: Path) -> None:
     """Finishes with a finite validation loss; the checkpoint records the window or the eot id."""
