@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import built_once, shared_root
 
 from .helpers import GLOBAL_BATCH, REPO, TWO_CPU, Run, common, run, train_cmd
+from .ranks import train_once, train_two_ranks
 
 RUN_JSON = (  # a Run as built_once keeps it
     lambda r: {"cmd": r.cmd, "returncode": r.returncode, "output": r.output, "cwd": str(r.cwd)},
@@ -42,19 +43,48 @@ def single_run(tmp_path_factory: pytest.TempPathFactory, dist_root: Path, cache:
 
 
 def _single_run(dist_root: Path, cache: Path) -> Path:
+    """In this process (tests/distributed/ranks.py): nothing here is about the command line, which
+    the sweep and torchrun runs below go through."""
     out = dist_root / "single"
-    run(
-        train_cmd(
-            *common(cache),
-            "model.n_layer=2",
-            f"data.batch_size={GLOBAL_BATCH}",
-            "trainer.accelerator=cpu",
-            "trainer.devices=1",
-            "logger=csv",
-            f"hydra.run.dir={out}",
-        ),
-        dist_root / "cwd_single",
-    ).check()
+    train_once(
+        out,
+        [*common(cache), "model.n_layer=2", f"data.batch_size={GLOBAL_BATCH}", "trainer.accelerator=cpu",
+         "trainer.devices=1", "logger=csv"],
+    )  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="session")
+def spawned_runs(tmp_path_factory: pytest.TempPathFactory, dist_root: Path, cache: Path) -> dict[str, Path]:
+    """The two-rank runs that are not about the command line (test_moe_ddp, test_mup_strategies,
+    test_muon_ddp, test_fsdp_checkpoint: each module's two_rank_jobs), "<module>/<run>" -> run dir,
+    all six on one pair of ranks spawned once (tests/distributed/ranks.py): one import per rank
+    for them all instead of one per rank and run."""
+    return built_once(
+        tmp_path_factory,
+        "dist-spawned-runs",
+        lambda: _spawned_runs(dist_root, cache),
+        lambda runs: {name: str(d) for name, d in runs.items()},
+        lambda saved: {name: Path(d) for name, d in saved.items()},
+    )
+
+
+def _spawned_runs(dist_root: Path, cache: Path) -> dict[str, Path]:
+    from . import test_fsdp_checkpoint, test_moe_ddp, test_muon_ddp, test_mup_strategies
+
+    modules = {
+        "moe": test_moe_ddp,
+        "mup": test_mup_strategies,
+        "muon": test_muon_ddp,
+        "fsdp": test_fsdp_checkpoint,
+    }
+    jobs = {
+        f"{label}/{name}": overrides
+        for label, module in modules.items()
+        for name, overrides in module.two_rank_jobs(cache).items()
+    }
+    out = {name: dist_root / "spawned" / name for name in jobs}
+    train_two_ranks([(out[name], jobs[name]) for name in jobs], "the spawned two-rank runs")
     return out
 
 

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -39,12 +37,10 @@ from .helpers import (
     BLOCK,
     GLOBAL_BATCH,
     GRAD_CLIP,
-    REPO,
     STEPS,
     TASK_BATCH,
     TASKS,
     Run,
-    env,
     read_metrics,
     series,
     torchrun_job_dir,
@@ -138,13 +134,12 @@ def test_val_loss_is_the_same_on_every_layout(single_run: Path, sweep_run: Run, 
 
 
 def _evaluable(label: str, ckpt: Path, out: Path) -> Path:
-    """The checkpoint as evaluate.py reads it: FSDP's sharded directory consolidated first."""
+    """The checkpoint as evaluate.py reads it: FSDP's sharded directory consolidated first (in this
+    process, scripts/consolidate.py's main; its command line is test_fsdp_checkpoint.py's)."""
     if not ckpt.is_dir():
         return ckpt
     target = out / f"{label}.pt"
-    cmd = [sys.executable, str(REPO / "scripts" / "consolidate.py"), str(ckpt), str(target)]
-    proc = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert load_cli("scripts/consolidate.py").main([str(ckpt), str(target)]) == 0
     return target
 
 

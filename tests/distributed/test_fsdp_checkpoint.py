@@ -1,7 +1,9 @@
 """FSDP2 distributed checkpoints: resume exactly, then consolidate into one file that generate.py reads.
 
 The straight 10-step FSDP run is the torchrun session run; here a run stops at step 4 (its
-last.ckpt is a directory of shards) and a second run resumes it to step 10.
+last.ckpt is a directory of shards; made on the spawned ranks of conftest.spawned_runs) and
+`python train.py trainer=fsdp trainer.accelerator=cpu trainer.devices=2 ckpt_path=...` resumes it to
+step 10.
 """
 
 from __future__ import annotations
@@ -21,20 +23,27 @@ pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 STOP = 4
 
 
+def fsdp(cache: Path) -> list[str]:
+    return ["model.n_layer=2", "trainer=fsdp", *common(cache), *TWO_CPU, "logger=csv"]
+
+
+def two_rank_jobs(cache: Path) -> dict[str, list[str]]:
+    """The first part, stopped at step 4, made on the session's spawned ranks (conftest.spawned_runs):
+    the command line is the resumed part's."""
+    return {"first": [*fsdp(cache), f"trainer.max_steps={STOP}"]}
+
+
 @pytest.fixture(scope="module")
-def resumed(dist_root: Path, cache: Path) -> Path:
-    """FSDP for 4 steps, then `ckpt_path=<first>/checkpoints/last.ckpt` to step 10, the second
-    part with every block checkpointed (a resume may change model.activation_checkpointing)."""
-    first, second = dist_root / "fsdp_first", dist_root / "fsdp_resumed"
-    fsdp = ["model.n_layer=2", "trainer=fsdp", *common(cache), *TWO_CPU, "logger=csv"]
-    run(
-        train_cmd(*fsdp, f"trainer.max_steps={STOP}", f"hydra.run.dir={first}"), dist_root / "cwd_first"
-    ).check()
+def resumed(dist_root: Path, cache: Path, spawned_runs: dict[str, Path]) -> Path:
+    """FSDP for 4 steps, then `python train.py ... ckpt_path=<first>/checkpoints/last.ckpt` to step
+    10, the second part with every block checkpointed (a resume may change
+    model.activation_checkpointing)."""
+    first, second = spawned_runs["fsdp/first"], dist_root / "fsdp_resumed"
     ckpt = first / "checkpoints" / "last.ckpt"
     assert ckpt.is_dir() and (ckpt / ".metadata").is_file() and len(list(ckpt.glob("*.distcp"))) == 2
     assert not list(ckpt.parent.glob(".*.tmp")), "a temporary checkpoint directory was left behind"
     resume = [f"ckpt_path={ckpt}", "model.activation_checkpointing=full", f"hydra.run.dir={second}"]
-    run(train_cmd(*fsdp, *resume), dist_root / "cwd_resumed").check()
+    run(train_cmd(*fsdp(cache), *resume), dist_root / "cwd_resumed").check()
     return second
 
 

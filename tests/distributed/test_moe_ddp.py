@@ -10,18 +10,20 @@ Dropless with balance=bias, so each micro-batch's objective is a token mean (cro
 router z-loss): 2 ranks x 2 micro-batches of 1 window give the step the gradient 1 process x 2
 micro-batches of 2 give. (The aux loss E·Σ f_i·P_i of one micro-batch is not a sum over its tokens:
 its gradient depends on how the batch is cut, so it is not compared across layouts.)
-FSDP2 runs as tests/distributed/test_equivalence.py's third layout does: torchrun, two ranks.
+The one process trains in the test's own, the two two-rank runs on the ranks spawned once for the
+session's equality runs (tests/distributed/ranks.py: the app as train.py runs it, without the
+command line's start-ups).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from .helpers import BLOCK, REPO, read_metrics, run, series, torchrun_job_dir, train_cmd
+from .helpers import BLOCK, read_metrics, series
+from .ranks import train_once
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 STEPS = 4
@@ -73,13 +75,24 @@ ONE = ["data.batch_size=2", "trainer.devices=1"]
 TWO = ["data.batch_size=1", "trainer.devices=2"]
 
 
+def two_rank_jobs(cache: Path) -> dict[str, list[str]]:
+    """This module's two-rank runs, made on the session's spawned ranks (conftest.spawned_runs):
+    DDP, and FSDP2 (fully_shard shards each (E, in, out) stack along E; the forward all-gathers
+    them whole)."""
+    return {
+        "ddp": [*overrides(cache), *TWO, "trainer.strategy=ddp"],
+        "fsdp": [*overrides(cache), *TWO, "trainer=fsdp"],
+    }
+
+
 @pytest.fixture(scope="module")
-def single(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The one-process reference run (its dir) and the cache the other layouts share."""
-    root = tmp_path_factory.mktemp("moe-dist")
-    out = root / "single"
-    run(train_cmd(*overrides(root / "cache"), *ONE, f"hydra.run.dir={out}"), root / "cwd1").check()
-    return out, root
+def runs(
+    tmp_path_factory: pytest.TempPathFactory, cache: Path, spawned_runs: dict[str, Path]
+) -> dict[str, Path]:
+    """Layout -> run dir: the one-process reference (trained here) and the two two-rank runs."""
+    single = tmp_path_factory.mktemp("moe-single")
+    train_once(single, [*overrides(cache), *ONE])
+    return {"single": single} | {name: spawned_runs[f"moe/{name}"] for name in ("ddp", "fsdp")}
 
 
 def compare_logs(ref: dict, got: dict) -> None:
@@ -99,15 +112,9 @@ def compare_logs(ref: dict, got: dict) -> None:
             assert have[step] == pytest.approx(value, rel=1e-4, abs=1e-7), (key, step)
 
 
-def test_ddp_moe_matches_single_process(single: tuple[Path, Path]) -> None:
-    reference, root = single
-    ddp = root / "ddp"
-    run(
-        train_cmd(*overrides(root / "cache"), *TWO, "trainer.strategy=ddp", f"hydra.run.dir={ddp}"),
-        root / "cwd2",
-    ).check()
-    compare_logs(read_metrics(reference), read_metrics(ddp))
-    a, b = state(reference), state(ddp)
+def test_ddp_moe_matches_single_process(runs: dict[str, Path]) -> None:
+    compare_logs(read_metrics(runs["single"]), read_metrics(runs["ddp"]))
+    a, b = state(runs["single"]), state(runs["ddp"])
     assert a.keys() == b.keys()
     biases = [k for k in a if k.endswith("expert_bias")]
     assert len(biases) == 2 and all(a[k].abs().sum() > 0 for k in biases)  # the bias moved
@@ -115,12 +122,6 @@ def test_ddp_moe_matches_single_process(single: tuple[Path, Path]) -> None:
         torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-6, msg=key)
 
 
-def test_fsdp2_moe_matches_single_process(single: tuple[Path, Path]) -> None:
-    """fully_shard shards each (E, in, out) stack along E; the forward all-gathers them whole."""
-    reference, root = single
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    fsdp = run(
-        [*launcher, str(REPO / "train.py"), "-m", "trainer=fsdp", *overrides(root / "cache"), *TWO],
-        root / "cwd3",
-    )
-    compare_logs(read_metrics(reference), read_metrics(torchrun_job_dir(fsdp.check())))
+def test_fsdp2_moe_matches_single_process(runs: dict[str, Path]) -> None:
+    assert (runs["fsdp"] / "checkpoints" / "last.ckpt").is_dir()  # FSDP2 ran: a distributed checkpoint
+    compare_logs(read_metrics(runs["single"]), read_metrics(runs["fsdp"]))

@@ -1,37 +1,45 @@
 """μP under the strategies (issue 32): one process, 2-process DDP with every block checkpointed and
 2-process FSDP2 (torchrun) with selective checkpointing train the same μP model the same way, step by
 step (the optimizer's μP groups are built from parameter names, which DDP, FSDP2 and checkpointing
-keep); and that training is not SP's (the μP rules are in force in every one of them)."""
+keep); and that training is not SP's (the μP rules are in force in every one of them).
+
+The μP runs go through tests/distributed/ranks.py (the app as train.py runs it: the one process in
+the test's own, both two-rank runs on the ranks spawned once for the session's equality runs);
+FSDP2 under torchrun is test_equivalence.py's."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from .helpers import GLOBAL_BATCH, REPO, STEPS, TWO_CPU, common, read_metrics, run, series, train_cmd
+from .helpers import GLOBAL_BATCH, STEPS, TWO_CPU, common, read_metrics, series
+from .ranks import train_once
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
 MUP = ["model/parametrization=mup", "model.mup_base_width=16", "model.n_layer=2"]
 
 
+def two_rank_jobs(cache: Path) -> dict[str, list[str]]:
+    """This module's two-rank runs, made on the session's spawned ranks (conftest.spawned_runs)."""
+    both = [*MUP, *common(cache), *TWO_CPU, "logger=csv"]
+    return {
+        "ddp": [*both, "model.activation_checkpointing=full"],
+        "fsdp": [*both, "trainer=fsdp", "model.activation_checkpointing=selective"],
+    }
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, single_run: Path, cache: Path) -> dict[str, Path]:
+def runs(
+    tmp_path_factory: pytest.TempPathFactory, single_run: Path, cache: Path, spawned_runs: dict[str, Path]
+) -> dict[str, Path]:
     """SP's run is the session's single-process reference (conftest.single_run: these overrides
-    without MUP); the μP runs are made here."""
-    root = tmp_path_factory.mktemp("mup_dist")
+    without MUP); the one-process μP run is made here."""
+    mup = tmp_path_factory.mktemp("mup_dist") / "mup"
     single = [*common(cache), f"data.batch_size={GLOBAL_BATCH}", "trainer.accelerator=cpu",
               "trainer.devices=1", "logger=csv"]  # fmt: skip
-    out = {name: root / name for name in ("mup", "ddp", "fsdp")} | {"sp": single_run}
-    run(train_cmd(*single, *MUP, f"hydra.run.dir={out['mup']}"), root / "c1").check()
-    ddp = [*MUP, *common(cache), *TWO_CPU, "model.activation_checkpointing=full", "logger=csv"]
-    run(train_cmd(*ddp, f"hydra.run.dir={out['ddp']}"), root / "c2").check()
-    fsdp = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-            str(REPO / "train.py"), *MUP, "trainer=fsdp", "model.activation_checkpointing=selective",
-            *common(cache), *TWO_CPU, "logger=csv", f"hydra.run.dir={out['fsdp']}"]  # fmt: skip
-    run(fsdp, root / "c3").check()
-    return out
+    train_once(mup, [*single, *MUP])
+    return {"mup": mup, "sp": single_run} | {name: spawned_runs[f"mup/{name}"] for name in ("ddp", "fsdp")}
 
 
 def test_ddp_and_fsdp2_train_the_mup_model_as_one_process_does(runs: dict[str, Path]) -> None:

@@ -35,7 +35,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.distributed.helpers import read_metrics, run, series, train_cmd
+from tests.distributed.helpers import read_metrics, series
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -399,21 +399,28 @@ def test_optimizer_steps_with_the_clipped_gradient(runs, precision: str) -> None
 # --------------------------------------------------------------------------------------------------
 
 
-def two_process_run(root: Path, name: str, *extra: str, precision: str = "32-true") -> Path:
-    out = root / name
-    run(
-        train_cmd(
-            *overrides(CLIP_MOST, precision),
-            *extra,
-            "trainer.accelerator=cpu",
-            "trainer.devices=2",
-            f"data.batch_size={GLOBAL_BATCH // 2}",
-            f"data.cache_dir={root / 'cache'}",
-            f"hydra.run.dir={out}",
-        ),
-        root / f"cwd_{name}",
-    ).check()
-    return out
+TWO_PROCESS = {  # run name -> its overrides on top of the fp32 run's, at CLIP_MOST
+    "ddp": ([], "32-true"),
+    "fsdp": (["trainer=fsdp"], "32-true"),
+    "fsdp_bf16": (["trainer=fsdp"], "bf16-mixed"),
+}
+
+
+@pytest.fixture(scope="module")
+def two_process(root: Path, references) -> dict[str, Path]:
+    """The 2-process runs, name -> run dir, all in one pair of spawned gloo ranks (the app as
+    train.py runs it: tests/distributed/ranks.py)."""
+    from tests.distributed.ranks import train_two_ranks
+
+    references(CLIP_MOST)  # trains the 1-process run first: it fills the token cache
+    two = ["trainer.accelerator=cpu", "trainer.devices=2", f"data.batch_size={GLOBAL_BATCH // 2}",
+           f"data.cache_dir={root / 'cache'}"]  # fmt: skip
+    jobs = [
+        (root / name, [*overrides(CLIP_MOST, precision), *extra, *two])
+        for name, (extra, precision) in TWO_PROCESS.items()
+    ]
+    train_two_ranks(jobs, "the 2-process runs")
+    return {name: root / name for name in TWO_PROCESS}
 
 
 def final_weights(out: Path) -> dict[str, torch.Tensor]:
@@ -457,18 +464,18 @@ def test_two_ranks_read_the_reference_batches(runs) -> None:
 
 @pytest.mark.slow
 @pytest.mark.multiproc
-def test_ddp_matches_reference_loop(root: Path, references) -> None:
-    ref = references(CLIP_MOST)  # trains the 1-process run first: it fills the token cache
-    out = two_process_run(root, "ddp")
+def test_ddp_matches_reference_loop(two_process: dict[str, Path], references) -> None:
+    ref = references(CLIP_MOST)
+    out = two_process["ddp"]
     assert_losses_match(series(read_metrics(out), "train/loss"), ref, "2-process DDP")
     assert_weights_match(final_weights(out), ref, "2-process DDP")
 
 
 @pytest.mark.slow
 @pytest.mark.multiproc
-def test_fsdp_matches_reference_loop(root: Path, references) -> None:
+def test_fsdp_matches_reference_loop(two_process: dict[str, Path], references) -> None:
     ref = references(CLIP_MOST)
-    out = two_process_run(root, "fsdp", "trainer=fsdp")
+    out = two_process["fsdp"]
     assert_losses_match(series(read_metrics(out), "train/loss"), ref, "2-process FSDP2")
     assert_weights_match(final_weights(out), ref, "2-process FSDP2")
 
@@ -529,7 +536,7 @@ def assert_group_norms_track(run_dir: Path, ref: Reference, label: str) -> dict[
 
 @pytest.mark.slow
 @pytest.mark.multiproc
-def test_fsdp_bf16_policy_grad_norms_track_fp32(root: Path, runs, references) -> None:
+def test_fsdp_bf16_policy_grad_norms_track_fp32(two_process: dict[str, Path], runs, references) -> None:
     """FSDP2 over gloo with trainer.precision=bf16-mixed: bf16 parameters all-gathered, fp32
     reduce-scatter (strategies.mixed_precision_policy). Its per-group gradient norms track the fp32
     loop's (the loss too, at 4x the one-process bound: 7.5e-4 measured).
@@ -540,7 +547,7 @@ def test_fsdp_bf16_policy_grad_norms_track_fp32(root: Path, runs, references) ->
     1.7e-4. The other groups do not separate so cleanly: their bf16 weight gradients round per
     micro-batch, and 2 windows per rank round differently from 4 (up to 1.1e-4 without the policy)."""
     fp32 = references(CLIP_MOST)
-    out = two_process_run(root, "fsdp_bf16", "trainer=fsdp", precision="bf16-mixed")
+    out = two_process["fsdp_bf16"]
     assert_group_norms_track(out, fp32, "2-process FSDP2, bf16 policy")
     loss = series(read_metrics(out), "train/loss")
     for s in range(STEPS):

@@ -1,4 +1,7 @@
-"""`python train.py` end to end on the embedded corpus: learns, checkpoints, resumes, DDP, multirun."""
+"""`python train.py` end to end on the embedded corpus: learns, checkpoints, resumes, DDP, multirun.
+
+The resume trains in this process (tests/distributed/ranks.py) and generate.py's main runs in it: they
+are about the step count and the default prompt, not the command line."""
 
 from __future__ import annotations
 
@@ -58,34 +61,50 @@ def test_run_dir_has_checkpoints_summary_sample_and_config(trained: Path) -> Non
 
 
 @pytest.mark.slow
-def test_generate_without_prompt_starts_a_validation_document(trained: Path) -> None:
-    """generate.py with no prompt continues the run's first val document (byte tokens: its bytes)."""
-    proc = run_script(
-        "generate.py", f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}", "max_new_tokens=8", cwd=trained
+def test_generate_without_prompt_starts_a_validation_document(
+    trained: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """generate.py with no prompt continues the run's first val document (byte tokens: its bytes);
+    its main in this process, from the run's directory (generate.py's command line runs in
+    tests/distributed/test_fsdp_checkpoint.py and tests/training/test_bad_inputs.py)."""
+    from tests.interop.helpers import load_cli
+
+    monkeypatch.chdir(trained)
+    capsys.readouterr()
+    assert (
+        load_cli("generate.py").main(
+            [f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}", "max_new_tokens=8"]
+        )
+        == 0
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = capsys.readouterr().out
     docs = load_documents(resolve_source(DataConfig(max_bytes=400000)))
     first_val = docs["text"][int(val_mask(len(docs), 0.05, docs["group"]).argmax())]
-    assert proc.stdout.startswith(first_val[:16]) and len(proc.stdout) > 16, proc.stdout[:80]
+    assert out.startswith(first_val[:16]) and len(out) > 16, out[:80]
 
 
 @pytest.mark.slow
 def test_resume_continues_the_step_count(trained: Path, tmp_path: Path) -> None:
+    """ckpt_path=<last.ckpt>, trained in this process on the config train.py composes (its command
+    line is the other tests' here)."""
+    from tests.distributed.ranks import train_once
+
     resumed = tmp_path / "resumed"
-    proc = run_script(
-        "train.py",
-        *TINY,
-        "trainer.max_steps=36",
-        "trainer.val_check_interval=10",
-        "optim.lr=3e-3",
-        "optim.warmup_steps=5",
-        f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}",
-        f"hydra.run.dir={resumed}",
-        f"data.cache_dir={trained.parent / 'cache'}",
+    summary = train_once(
+        resumed,
+        [
+            *TINY,
+            "trainer.max_steps=36",
+            "trainer.val_check_interval=10",
+            "optim.lr=3e-3",
+            "optim.warmup_steps=5",
+            f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}",
+            f"data.cache_dir={trained.parent / 'cache'}",
+        ],
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     steps = [s for s, _ in column(read_csv_metrics(resumed), "train/loss")]
     assert steps and min(steps) >= 30 and max(steps) == 35
+    assert summary["steps"] == 36
     assert json.loads((resumed / "metrics.json").read_text())["steps"] == 36
     # 36 is not a validation step: last.ckpt is still written at the end of training
     assert torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 36
