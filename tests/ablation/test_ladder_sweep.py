@@ -73,16 +73,17 @@ def test_the_mup_ladder_runs_shrunk_with_one_lr_grid_and_fixed_width_heads(
     tmp_path: Path, preset: str, par: str, base_depth: int | None
 ) -> None:
     """experiment=ladder_ffn_mup (and its CompleteP sibling) as documented, shrunk to the quick
-    preset's sizes (2 rungs, 1 arm, 1 seed, 2 LRs, 6 steps): every job is μP on the d = 24 base with heads
-    of 24 (CompleteP: and the L = 1 base depth), every rung has the same LR grid (the model scales
-    the hidden LRs itself), and every job finishes."""
+    preset's sizes (2 rungs, 1 arm, 1 seed, 2 LRs, 6 steps) and one slot (the 4 jobs in the sweep's
+    own process; the test above runs the slots launcher side by side): every job is μP on the d = 24
+    base with heads of 24 (CompleteP: and the L = 1 base depth), every rung has the same LR grid (the
+    model scales the hidden LRs itself), and every job finishes."""
     sweep = tmp_path / "mup"
     shrink = ["model.block_size=32", "data.batch_size=4", "data.max_bytes=300000", "data.val_windows=8",
               "optim.warmup_steps=2", "trainer.val_check_interval=6", "hydra.sweeper.seeds=1",
               "hydra.sweeper.ladder.widths=[24,48]", "hydra.sweeper.ladder.tokens=768",
               "hydra.sweeper.lr={min:0.01,max:0.02,points:2}", "hydra.sweeper.arms=[gelu]",
               "callbacks.tasks.names=[]"]  # fmt: skip
-    args = ["-m", f"experiment={preset}", "hydra.launcher.slots=2", "hydra.launcher.threads=1",
+    args = ["-m", f"experiment={preset}", "hydra.launcher.slots=1", "hydra.launcher.threads=1",
             f"hydra.sweep.dir={sweep}", "logger=csv", *shrink]  # fmt: skip
     proc = run_script("train.py", *args, env={"OMP_NUM_THREADS": "1"}, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
