@@ -129,6 +129,7 @@ QUICK = [
     "trainer.max_steps=4", "trainer.val_check_interval=4", "trainer.log_every_n_steps=1",
     "trainer.enable_progress_bar=false", "data.max_bytes=400000", "data.val_windows=8",
     "sample.max_new_tokens=0", "logger=csv", "callbacks.telemetry.attention_every=1",
+    "callbacks.telemetry.figures=false", "callbacks.tasks.names=[]",  # neither is read here
 ]  # fmt: skip
 
 
