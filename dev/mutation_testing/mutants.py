@@ -1078,6 +1078,11 @@ MUTANTS: list[Mutant] = [
     Mutant("surface_negative_floor", "analysis/budgets/surface_data.py",
            "    if not point.E >= 0:  # a cross-entropy", "    if False:  # a cross-entropy",
            "a surface law whose E runs below zero loss is printed with a compute-optimal size"),
+    # ---- the CLI's refusals that only tests/training/test_bad_inputs.py's subprocesses see (r8-suited) ----
+    Mutant("sweep_with_failed_jobs_exits_0", "training/hydra_callbacks.py", "            sys.exit(2)\n",
+           "            sys.exit(0)\n", "a sweep whose every job failed ends with exit status 0"),
+    Mutant("non_checkpoint_not_named", "checkpoints/safe_load.py", '    elif not head.startswith(b"\\x80"):',
+           "    elif False:", "generate.py on a text file: torch's unpickling error, not the one line"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

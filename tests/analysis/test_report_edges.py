@@ -18,7 +18,7 @@ from scipy import stats as scipy_stats
 
 from gptlab.analysis.report import write_report
 from gptlab.analysis.sweep.tables import parse_table
-from tests.analysis.test_sweep_report import _two_depth_sweep
+from tests.analysis.test_sweep_report import _two_depth_sweep, report_py
 from tests.conftest import run_script
 from tests.printed import Printed
 
@@ -92,7 +92,7 @@ def oracle_comparison(loss: dict[Key, float]) -> tuple[Printed, str]:
 
 
 def report(root: Path, *args: str) -> str:
-    proc = run_script("scripts/report.py", str(root), "figures=false", *args, env=ENV)
+    proc = report_py(str(root), "figures=false", *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return (root / "report.md").read_text()
 
@@ -280,7 +280,7 @@ def test_a_sweep_where_every_job_failed_gets_its_report_and_figure(tmp_path: Pat
     job by job and draws the LR figure with no line, instead of stopping on an empty log axis."""
     for path in write_sweep(tmp_path, tying_loss).values():
         (path / "metrics.json").write_text(json.dumps({"status": "failed", "error": "killed by signal 9"}))
-    proc = run_script("scripts/report.py", str(tmp_path), "figures=true", env=ENV)
+    proc = report_py(str(tmp_path), "figures=true")
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = (tmp_path / "report.md").read_text()
     assert "0 finished (incl. diverged), 18 failed, missing or not started" in text

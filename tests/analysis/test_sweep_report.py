@@ -8,6 +8,7 @@ import json
 import math
 import shutil
 import statistics
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,20 @@ from wandb.proto import wandb_internal_pb2
 
 from gptlab.analysis.sweep.jobs import read_csv_log, read_sweep
 from gptlab.analysis.sweep.tables import parse_table
-from tests.conftest import run_script
 from tests.distributed.test_multirun import wandb_records
+from tests.in_process import call_main
 from tests.printed import Printed
 
-ENV = {"OMP_NUM_THREADS": "1"}
 T975_1 = float(scipy_stats.t.ppf(0.975, 1))  # two-sided 95% t quantile, 1 degree of freedom (2 seeds)
 INTERVAL = "{:.4f} [{:.4f}, {:.4f}]"  # mean [95% CI], as the report prints it
+
+
+def report_py(*args: object) -> subprocess.CompletedProcess:
+    """`python scripts/report.py <args>` as its `main` in this process (tests/in_process.py); the
+    command line's own contract (exit 2, one line) is checked in a process by test_report_edges.py."""
+    from gptlab.analysis.sweep_summary import main
+
+    return call_main("scripts/report.py", main, *args)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +136,7 @@ def test_report_marks_missing_and_truncated_jobs(sweep: Path, tmp_path: Path) ->
     (broken / "3" / "metrics.json").write_text('{"status": "failed", "error": "error: boom"}\n')
     m5 = json.loads((broken / "5" / "metrics.json").read_text())
     (broken / "5" / "metrics.json").write_text(json.dumps({**m5, "diverged": True}))
-    proc = run_script("scripts/report.py", str(broken), "figures=false", env=ENV)
+    proc = report_py(str(broken), "figures=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = (broken / "report.md").read_text()
     rows = {r["job"]: r for r in parse_table(report)}
@@ -170,7 +178,7 @@ def test_verdict_with_a_missing_or_nan_job_is_not_better_or_worse(sweep: Path, t
             path.unlink()
         else:
             path.write_text(json.dumps({**loss[(arm, lr, seed)][1], "final_val_loss": math.nan}))
-        proc = run_script("scripts/report.py", str(broken), "figures=false", env=ENV)
+        proc = report_py(str(broken), "figures=false")
         assert proc.returncode == 0, proc.stderr[-3000:]
         (row,) = parse_table((broken / "report.md").read_text(), "#### Against the baseline")
         assert row["verdict"] == expected.format(lr=f"{float(lr):.3g}")
@@ -242,7 +250,7 @@ def test_across_cells_table_is_the_depth_check(tmp_path: Path) -> None:
     """Its "Across cells" rows are (n_layer=8 − n_layer=2) per arm, each at its own best LR, paired
     over seeds, recomputed here from the numbers written."""
     loss = _two_depth_sweep(tmp_path)
-    proc = run_script("scripts/report.py", str(tmp_path), "figures=false", env=ENV)
+    proc = report_py(str(tmp_path), "figures=false")
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = {r["arm"]: r for r in parse_table((tmp_path / "report.md").read_text(), "### Across cells")}
     for arm, expected in (("global", "better"), ("none", "within noise")):
@@ -255,7 +263,7 @@ def test_across_cells_table_is_the_depth_check(tmp_path: Path) -> None:
 
 def test_report_baseline_option_compares_with_another_arm(tmp_path: Path) -> None:
     loss = _two_depth_sweep(tmp_path)
-    proc = run_script("scripts/report.py", str(tmp_path), "figures=false", "baseline=global", env=ENV)
+    proc = report_py(str(tmp_path), "figures=false", "baseline=global")
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = (tmp_path / "report.md").read_text()
     (row,) = parse_table(text, "#### Against the baseline")  # the first cell: n_layer=2
@@ -263,7 +271,7 @@ def test_report_baseline_option_compares_with_another_arm(tmp_path: Path) -> Non
     assert row["arm"] == "`none`" and row["baseline"] == "`global`"
     assert row["Δ final val loss (arm − baseline), mean [95% CI]"] == _paired(diffs)
     elsewhere = tmp_path / "elsewhere"
-    bad = run_script("scripts/report.py", str(tmp_path), f"out={elsewhere}", "baseline=per_layer", env=ENV)
+    bad = report_py(str(tmp_path), f"out={elsewhere}", "baseline=per_layer")
     lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
     assert bad.returncode == 2 and len(lines) == 1 and "baseline='per_layer' is not an arm" in lines[0]
     assert "none, global" in lines[0]
@@ -275,7 +283,7 @@ def test_report_seeds_option_judges_the_named_seeds_alone(tmp_path: Path) -> Non
     line saying so; the paired interval is over those seeds (n=2), recomputed here; a seed that is
     not planned is one line, exit 2, nothing written."""
     loss = _two_depth_sweep(tmp_path)
-    proc = run_script("scripts/report.py", str(tmp_path), "figures=false", "seeds=1,2", env=ENV)
+    proc = report_py(str(tmp_path), "figures=false", "seeds=1,2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = (tmp_path / "report.md").read_text()
     assert "Judged on seeds 1, 2 of the planned 1, 2, 3 (`seeds=1,2`): the 8 job(s)" in text
@@ -284,7 +292,7 @@ def test_report_seeds_option_judges_the_named_seeds_alone(tmp_path: Path) -> Non
     assert row["test"] == "paired t (n=2)" and row["jobs with a result"] == "8 of 8"
     assert row["Δ final val loss (arm − baseline), mean [95% CI]"] == _paired(diffs)
     elsewhere = tmp_path / "elsewhere"
-    bad = run_script("scripts/report.py", str(tmp_path), f"out={elsewhere}", "seeds=1,4", env=ENV)
+    bad = report_py(str(tmp_path), f"out={elsewhere}", "seeds=1,4")
     lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
     assert bad.returncode == 2 and len(lines) == 1 and "seeds='1,4' is not accepted" in lines[0]
     assert "(its seeds: 1, 2, 3)" in lines[0] and not elsewhere.exists()

@@ -4,16 +4,18 @@ Oracle: the runs' own wandb transaction logs (`run-<id>.wandb`, written offline)
 record with wandb's protobuf schema (wandb 0.31 ships no Python reader of these files; the record
 framing is tests/distributed/test_multirun.py's). Two small ablation sweeps stand for the shapes a
 view must follow: L = 2 with every placement (two with a final norm, two without), untied, attention
-telemetry on; and L = 12 with two FFN arms, tied, attention telemetry and act_rms off, no clipping,
-z-loss on. Every key a panel names must be in some run's logged history (or, for the report's
-figures, the summary run's); every config key the view groups or plots by must be in the runs'
-config; the run set's group must be the runs' group. A key renamed in telemetry leaves the view
-naming a key that no run logged: the first test fails (mutant `view_key_renamed_update_rms`).
+telemetry on, no downstream task; and L = 12 with two FFN arms, tied, attention telemetry and act_rms
+off, no clipping, z-loss on, the default task scored. Every key a panel names must be in some run's
+logged history (or, for the report's figures, the summary run's); every config key the view groups
+or plots by must be in the runs' config; the run set's group must be the runs' group. A key renamed
+in telemetry leaves the view naming a key that no run logged: the first test fails (mutant
+`view_key_renamed_update_rms`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +26,7 @@ import pytest
 from gptlab.dashboards.view import VIEW_FILE, config_keys, from_json, panel_keys, to_json
 from tests.conftest import REPO, run_script
 from tests.distributed.test_multirun import wandb_records
+from tests.in_process import call_main
 
 pytestmark = pytest.mark.slow
 COMMON = [
@@ -34,7 +37,7 @@ COMMON = [
 SWEEPS = {
     "L2_placements": [
         "experiment=ablate_placement_quick", "hydra.sweeper.arms=[pre,post,sandwich,deepnorm]",
-        "model.n_layer=2", "model/tying=untied",
+        "model.n_layer=2", "model/tying=untied", "callbacks.tasks.names=[]",
     ],
     "L12_ffn_tied_no_attention": [
         "experiment=ablate_ffn_quick", "hydra.sweeper.arms=[swiglu,gelu]", "model.n_layer=12",
@@ -221,7 +224,18 @@ def test_the_summary_run_carries_the_view_and_the_question_shows_its_figures(swe
 
 
 def _dashboard(*args: str) -> subprocess.CompletedProcess:
+    """`python scripts/dashboard.py <args>` in a process: for the command line's own contract."""
     return run_script("scripts/dashboard.py", *map(str, args), timeout=120)
+
+
+def _dashboard_here(*args: object) -> subprocess.CompletedProcess:
+    """The same command as its `main` in this process (tests/in_process.py), offline as the runs."""
+    from unittest import mock
+
+    from gptlab.dashboards.cli import main
+
+    with mock.patch.dict(os.environ, {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}):
+        return call_main("scripts/dashboard.py", main, *args)
 
 
 def test_offline_the_command_writes_the_file_and_says_how_to_upload(
@@ -235,21 +249,21 @@ def test_offline_the_command_writes_the_file_and_says_how_to_upload(
     assert line.startswith(f"wrote {sweep / VIEW_FILE} (not saved to wandb: offline)")
     assert f"wandb sync {sweep}/*/wandb/offline-run-* && python scripts/dashboard.py {sweep}" in line
     assert (sweep / VIEW_FILE).is_file()
-    job = _dashboard(sweep / "0")  # a single run's view: the same sections, its own run as the run set
+    job = _dashboard_here(sweep / "0")  # a single run's view: the same sections, its own run as the run set
     assert job.returncode == 0, job.stderr
     single = view_of(sweep / "0")
     assert 'Metric("ID") in' in single.runset_settings.filters and single.sections[0].name == "Loss"
 
 
-def _bad(path: Path, *args: str, message: str) -> None:
-    proc = _dashboard(path, *args)
+def _bad(path: Path, *args: str, message: str, in_a_process: bool = False) -> None:
+    proc = (_dashboard if in_a_process else _dashboard_here)(path, *args)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
     assert not (path / VIEW_FILE).exists() if path.is_dir() else True
 
 
 def test_bad_inputs_one_line_exit_2(sweeps: dict[str, Path], tmp_path: Path) -> None:
-    _bad(tmp_path / "nowhere", message="is not a directory")
+    _bad(tmp_path / "nowhere", message="is not a directory", in_a_process=True)  # the CLI's contract
     (tmp_path / "empty").mkdir()
     _bad(tmp_path / "empty", message="is neither a sweep dir (ablation.json or multirun.yaml) nor a run dir")
     source = sweeps["L12_ffn_tied_no_attention"]
@@ -276,7 +290,7 @@ def test_a_single_run_shorter_than_the_telemetry_cadence(tmp_path: Path) -> None
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     written_by_the_run = (run / VIEW_FILE).read_text()  # train.py writes a single run's view itself
-    built = _dashboard(run)
+    built = _dashboard_here(run)
     assert built.returncode == 0, built.stderr
     (wandb_file,) = sorted(run.glob("wandb/offline-run-*/run-*.wandb"))
     history, *_ = logged(wandb_file)

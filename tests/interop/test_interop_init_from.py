@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,7 @@ from gptlab.data.tokenizers import BPETokenizer, ByteTokenizer
 from gptlab.export import export_hf, gpt_from_hf
 from gptlab.model import GPT, GPTConfig
 from gptlab.training.app import model_config
-from tests.interop.helpers import GPT2_SHAPE, REPO, TINY, load_cli, perturbed_gpt
+from tests.interop.helpers import GPT2_SHAPE, TINY, load_cli, perturbed_gpt
 
 EVALUATE = load_cli("evaluate.py")
 MAX_BYTES = 120_000
@@ -44,8 +41,14 @@ def val_loss(model: GPT, cache: Path) -> float:
     return F.cross_entropy(logits.flatten(0, 1), windows[:, 1:].flatten()).item()
 
 
-def train(run_dir: Path, cache: Path, *overrides: str) -> subprocess.CompletedProcess:
-    """A tiny train.py run: two steps at a negligible learning rate, validation at the end."""
+def train(run_dir: Path, cache: Path, *overrides: str) -> dict[str, Any]:
+    """A tiny run, two steps at a negligible learning rate, validation at the end: train.py's config
+    and its app.train in this process (tests/training/rel_harness.py; nothing here is about the command
+    line, and model.init_from is read in app.train); returns what metrics.json holds."""
+    from gptlab.training.app import train as train_app
+    from gptlab.training.app import validate
+    from tests.training.rel_harness import compose_cfg
+
     args = [
         "model.block_size=64",
         f"data.batch_size={BATCH}",
@@ -58,24 +61,16 @@ def train(run_dir: Path, cache: Path, *overrides: str) -> subprocess.CompletedPr
         "trainer.log_every_n_steps=1",
         "trainer.enable_progress_bar=false",
         "callbacks.telemetry.enabled=false",
+        "callbacks.tasks.names=[]",  # no task read here
         "sample.max_new_tokens=0",
         "logger=csv",
         "optim.lr=1e-9",  # Adam moves each weight by ~lr per step: the model stays the exported one
         "optim.min_lr=1e-9",
         "optim.warmup_steps=0",
-        f"hydra.run.dir={run_dir}",
         *overrides,
     ]
-    env = {**os.environ, "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
-    env.pop("LOCAL_RANK", None)
-    return subprocess.run(
-        [sys.executable, str(REPO / "train.py"), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    raw = compose_cfg(*args)
+    return train_app(validate(raw), raw, run_dir)
 
 
 @pytest.mark.slow
@@ -88,7 +83,7 @@ def test_train_starts_from_the_exported_model(
     hf = Path(export_hf(source, tmp_path / "hf"))
     run_dir = tmp_path / "run"
     result = train(run_dir, cache, f"model.init_from={hf}")
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result["status"] == "finished", result
     final = json.loads((run_dir / "metrics.json").read_text())["final_val_loss"]
 
     exported = val_loss(gpt_from_hf(hf), cache)

@@ -21,11 +21,19 @@ from gptlab.config import OptimConfig
 from gptlab.hardware import GPUS
 from gptlab.model import GPT, GPTConfig
 from gptlab.planning.mfu import MFU_TABLE, table_mfu
-from gptlab.planning.plan import budget, plan
+from gptlab.planning.plan import Plan, budget, plan
 from gptlab.planning.step import Setup
 
 H100_SXM_BF16 = 989.4e12  # dense FLOP/s, NVIDIA H100 datasheet
-SHAPE = {"n_layer": 4, "n_head": 4, "n_embd": 48, "block_size": 32, "vocab_size": 96}
+# 3 blocks: selective every 2 and every 3 checkpoint 2 and 1 of them (none 0, full 3)
+SHAPE = {"n_layer": 3, "n_head": 4, "n_embd": 48, "block_size": 32, "vocab_size": 96}
+ONE_BLOCK = {**SHAPE, "n_layer": 1}  # where only the tokens per step matter: the cheapest plan
+
+
+@pytest.fixture(scope="module")
+def plan_b4() -> Plan:
+    """One plan of micro-batch 4, read by every budget of the test below (a plan takes ~0.3 s a block)."""
+    return plan(Setup(GPTConfig.from_dict(ONE_BLOCK), OptimConfig(), 4), GPUS["H100 SXM"], mfu=0.4)
 
 
 @pytest.mark.parametrize(("mode", "every"), [("none", 2), ("full", 2), ("selective", 2), ("selective", 3)])
@@ -47,8 +55,8 @@ def test_step_time_counts_the_recomputed_forward_as_a_third(mode: str, every: in
 
 
 @pytest.mark.parametrize("tokens", [1000.0, 1024.0, 1e6 + 1])
-def test_a_budget_rounds_its_steps_up(tokens: float) -> None:
-    p = plan(Setup(GPTConfig.from_dict(SHAPE), OptimConfig(), 4), GPUS["H100 SXM"], mfu=0.4)
+def test_a_budget_rounds_its_steps_up(tokens: float, plan_b4: Plan) -> None:
+    p = plan_b4
     per_step = 4 * SHAPE["block_size"]  # 128 tokens
     b = budget(p, tokens)
     assert b is not None and p.speed is not None
@@ -71,7 +79,7 @@ def test_the_mfu_row_is_the_nearest_in_log_size(family: str, gpu: str) -> None:
 def test_a_budget_counts_every_micro_batch_of_every_device() -> None:
     """Under accumulation and many devices a step takes micro-batch × accumulate × devices × T
     tokens (2 × 3 × 4 × 32 = 768 here), not one micro-batch's 64."""
-    setup = Setup(GPTConfig.from_dict(SHAPE), OptimConfig(), 2, accumulate=3, world_size=4)
+    setup = Setup(GPTConfig.from_dict(ONE_BLOCK), OptimConfig(), 2, accumulate=3, world_size=4)
     p = plan(setup, GPUS["H100 SXM"], mfu=0.4)
     b = budget(p, 1e6)
     assert b is not None

@@ -23,7 +23,7 @@ from gptlab.model import GPT, GPTConfig
 from gptlab.model.masks import Documents
 from gptlab.planning.plan import GIB, alternatives, fits_nowhere, fsdp_refusal, largest_micro_batch, plan
 from gptlab.planning.report import format_alternatives, format_plan
-from gptlab.planning.step import PARTS, Setup, measure, split
+from gptlab.planning.step import PARTS, Memory, Setup, measure, split
 from gptlab.training.optim import build_optimizer, is_muon_param
 
 SHAPE = {"n_layer": 1, "n_head": 4, "n_embd": 48, "block_size": 32, "vocab_size": 96}
@@ -105,15 +105,29 @@ CASES = {
 }
 
 
+_FAKE: dict[object, Memory] = {}
+
+
+def fake_step(key: object, setup: Setup) -> Memory:
+    """measure(setup), once per module for each key: several tests read the same plan of one setup."""
+    if key not in _FAKE:
+        _FAKE[key] = measure(setup)
+    return _FAKE[key]
+
+
+def case_setup(case: str) -> Setup:
+    """The plan's side of a CASES row: a CPU step (the oracle runs on this CPU), no log step."""
+    model_cfg, B, acc, precision = CASES[case]
+    return Setup(model_cfg, OPTIM, B, accumulate=acc, precision=precision, device="cpu", log_step=False)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_fake_step_measures_what_a_real_step_allocates(case: str) -> None:
     """Fake tensors (the plan) and real ones (the oracle's own loop) give the same peak and the
     same split, part by part: the fake step allocates what the real step allocates. The oracle
     runs on this CPU, so the plan is of a CPU step (device="cpu": norms as CPU runs them)."""
     model_cfg, B, acc, precision = CASES[case]
-    fake = measure(
-        Setup(model_cfg, OPTIM, B, accumulate=acc, precision=precision, device="cpu", log_step=False)
-    )
+    fake = fake_step(case, case_setup(case))
     real = oracle_step(model_cfg, B, acc, precision)
     for part in (*PARTS, "peak"):
         assert fake.part(part) == pytest.approx(real[part], rel=0.01, abs=1024), part
@@ -127,12 +141,12 @@ def test_fake_step_plans_the_document_mask(case: str) -> None:
     and more than the same step without documents."""
     model_cfg, B, acc, precision = CASES[case]
     record = {"eot": 0, "positions": "restart"}
-    setup = Setup(model_cfg, OPTIM, B, accumulate=acc, precision=precision, device="cpu", log_step=False)
+    setup = case_setup(case)
     fake = measure(dataclasses.replace(setup, documents=record))
     real = oracle_step(model_cfg, B, acc, precision, documents=Documents(**record))
     for part in (*PARTS, "peak"):
         assert fake.part(part) == pytest.approx(real[part], rel=0.01, abs=1024), part
-    assert fake.peak > measure(setup).peak
+    assert fake.peak > fake_step(case, setup).peak  # the same step without documents
 
 
 def test_setup_from_carries_the_document_mask() -> None:
@@ -239,11 +253,12 @@ def test_fewer_kv_heads_plan_k_and_v_at_their_own_width(n_kv_head: int, device: 
     L, B, d, T = 2, 8, 256, 64
     shape = {"n_layer": L, "n_head": 8, "n_embd": d, "block_size": T}
     mha, gqa = (
-        measure(
-            Setup(cfg(**shape, n_kv_head=kv), OPTIM, B, precision="32-true", device=device, log_step=False)
+        fake_step(
+            ("kv", device, kv),
+            Setup(cfg(**shape, n_kv_head=kv), OPTIM, B, precision="32-true", device=device, log_step=False),
         )
         for kv in (None, n_kv_head)
-    )
+    )  # multi-head attention's plan measured once per device, for both parametrizations
     lost = d - n_kv_head * d // 8
     assert mha.parameters - gqa.parameters == 4 * L * 2 * d * lost
     assert mha.optimizer - gqa.optimizer == 8 * L * 2 * d * lost
@@ -273,12 +288,13 @@ def test_fsdp_shards_per_device_as_dim0_chunks() -> None:
 
 def test_fsdp_clipping_costs_no_more_than_its_norms() -> None:
     """Clipping allocates one norm per gradient and a coefficient: a few bytes each, on a GPU as
-    here. 16 blocks on a short sequence over 8 fake ranks (each FSDP2 unit's transient buffers are
-    a 16th of the model, its activations tiny): the peak with clipping is the peak without, give
+    here. 4 blocks on a short sequence over 8 fake ranks (each FSDP2 unit's transient buffers are
+    a quarter of the model, its activations tiny): the peak with clipping is the peak without, give
     or take those scalars. The planner's first
     version counted DTensor's sharding propagation of the first clip, which runs on fake tensors
-    of the global shape, as if it were allocated: the whole model in fp32 on every rank."""
-    wide = cfg(n_embd=128, n_head=4, block_size=8, vocab_size=64, n_layer=16)
+    of the global shape, as if it were allocated: the whole model in fp32 on every rank (4× one
+    unit's buffers here; mutant plan_clip_propagation_counted)."""
+    wide = cfg(n_embd=128, n_head=4, block_size=8, vocab_size=64, n_layer=4)
     gpu = GPU("test", 80, 1e15, 1e15, 1e15)
     setup = Setup(wide, OPTIM, 1, world_size=8, fsdp=True, precision="32-true")
     clipped = measure(setup)
@@ -342,8 +358,8 @@ def test_alternatives_are_planned_again() -> None:
 
 @pytest.fixture(scope="module")
 def batch_peaks() -> dict[int, int]:
-    """Brute force: the fake step's peak at every micro-batch 1..8 of a 2-block model."""
-    return {b: measure(Setup(cfg(n_layer=2), OPTIM, b)).peak for b in range(1, 9)}
+    """Brute force: the fake step's peak at every micro-batch 1..8 of a 1-block model."""
+    return {b: measure(Setup(cfg(), OPTIM, b)).peak for b in range(1, 9)}
 
 
 @pytest.mark.slow  # a dozen tiny fake steps, and the brute force's 8 once
@@ -357,7 +373,7 @@ def test_largest_micro_batch_is_the_largest_that_fits(
     assert all(peaks[b] < peaks[b + 1] for b in range(1, 8))
     nxt = answer + 1 if divides is None else min(b for b in range(answer + 1, 9) if divides % b == 0)
     gpu = GPU("test", (peaks[answer] + peaks[nxt]) / 2 / GIB / 0.9, 1e15, 1e15, 1e15)
-    setup = Setup(cfg(n_layer=2), OPTIM, 1)
+    setup = Setup(cfg(), OPTIM, 1)
     best = largest_micro_batch(setup, gpu, None, 0.1, divides=divides)
     assert best is not None and best.setup.micro_batch == answer
     too_small = GPU("tiny", peaks[1] / GIB / 2, 1e15, 1e15, 1e15)

@@ -237,10 +237,12 @@ def test_generate_until_equals_transformers_greedy_and_stops_at_until(
     assert got == runs["hflm"].generate_until(free)
 
 
-def test_lm_evals_hf_model_scores_special_token_text_as_the_checkpoint(exported: dict[str, Any]) -> None:
+def test_lm_evals_hf_model_scores_special_token_text_as_the_checkpoint(
+    runs: dict[str, Any], exported: dict[str, Any]
+) -> None:
     """Text holding "<|endoftext|>" (as a choice, in the context, both) is scored alike by lm-eval's HF
     model on the export and by the checkpoint: both read it as characters, not as the EOS token."""
-    hflm = HFLM(pretrained=str(exported["hf_dir"]), dtype="float32", device="cpu", batch_size=4)
+    hflm = runs["hflm"]  # lm-eval's HF model on the export, as the module's run made it
     ours = GptlabLM(ckpt_path=str(exported["ckpt"]), batch_size=4, device="cpu")
     pairs = [("x", "<|endoftext|>"), ("The quick brown", " fox<|endoftext|>"), ("a<|endoftext|>b", " c")]
     requests = [Instance("loglikelihood", {}, pair, 0) for pair in pairs]

@@ -8,6 +8,7 @@ subprocess runs check the CLI contract itself: exit code, a single stderr line, 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -315,7 +316,14 @@ def test_hydra_rejects_bad_keys_types_presets_at_compose(override: str, exceptio
 
 
 def _run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    """A repo script in a bare environment, importing the gptlab this process tests: its src/ first on
+    PYTHONPATH (as run_script's inherited environment does), so that under `make mutants`, whose scratch
+    copy is reached only through PYTHONPATH, the script runs the mutated tree, not the installed one."""
+    import gptlab
+
+    tested = str(Path(gptlab.__file__).resolve().parents[1])
+    path = os.pathsep.join(filter(None, [tested, os.environ.get("PYTHONPATH", "")]))
+    env = {"WANDB_MODE": "disabled", "PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "PYTHONPATH": path}
     return subprocess.run(
         [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env
     )
