@@ -1051,6 +1051,17 @@ MUTANTS: list[Mutant] = [
     Mutant("report_seeds_not_filtered", "analysis/report.py",
            "kept = [j for j in jobs if j.values.get(SEED_KEY) in chosen]", "kept = list(jobs)",
            "scripts/report.py seeds=1,2 still judges the other seeds' jobs"),
+    # ---- short runs (r8-short): the task scorer's shared contexts, issue 48 item 5 ----
+    Mutant("shared_prefix_last_context_token_unseen", "evaluation/shared_prefix.py",
+           "seen[r, start : start + n, :m] = True", "seen[r, start : start + n, : m - 1] = True",
+           "a packed continuation does not attend to its context's last token"),
+    Mutant("packed_window_one_wider", "model/masks.py",
+           "m = m & (self.order[:, :, None] - self.order[:, None, :] < window)",
+           "m = m & (self.order[:, :, None] - self.order[:, None, :] <= window)",
+           "a packed row's local layers see window + 1 keys"),
+    Mutant("packed_positions_ignore_documents", "model/masks.py",
+           'if documents is None or documents.positions != "restart":', "if True:",
+           "a packed row's positions run on across end-of-text ids under positions=restart"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
