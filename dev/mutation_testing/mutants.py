@@ -1062,6 +1062,9 @@ MUTANTS: list[Mutant] = [
     Mutant("packed_positions_ignore_documents", "model/masks.py",
            'if documents is None or documents.positions != "restart":', "if True:",
            "a packed row's positions run on across end-of-text ids under positions=restart"),
+    Mutant("cached_run_imports_pyarrow", "data/sources/blank.py", "import numpy as np\n",
+           "import numpy as np\nimport pyarrow.compute as pc  # noqa: F401\n",
+           "every run imports pyarrow (the stdlib listing reads sources.blank), cached tokens or not"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
