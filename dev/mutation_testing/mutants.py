@@ -1083,6 +1083,20 @@ MUTANTS: list[Mutant] = [
            "            sys.exit(0)\n", "a sweep whose every job failed ends with exit status 0"),
     Mutant("non_checkpoint_not_named", "checkpoints/safe_load.py", '    elif not head.startswith(b"\\x80"):',
            "    elif False:", "generate.py on a text file: torch's unpickling error, not the one line"),
+    # ---- short runs (r8-short): the task scorer's shared contexts, issue 48 item 5 ----
+    Mutant("shared_prefix_last_context_token_unseen", "evaluation/shared_prefix.py",
+           "seen[r, start : start + n, :m] = True", "seen[r, start : start + n, : m - 1] = True",
+           "a packed continuation does not attend to its context's last token"),
+    Mutant("packed_window_one_wider", "model/masks.py",
+           "m = m & (self.order[:, :, None] - self.order[:, None, :] < window)",
+           "m = m & (self.order[:, :, None] - self.order[:, None, :] <= window)",
+           "a packed row's local layers see window + 1 keys"),
+    Mutant("packed_positions_ignore_documents", "model/masks.py",
+           'if documents is None or documents.positions != "restart":', "if True:",
+           "a packed row's positions run on across end-of-text ids under positions=restart"),
+    Mutant("cached_run_imports_pyarrow", "data/sources/blank.py", "import numpy as np\n",
+           "import numpy as np\nimport pyarrow.compute as pc  # noqa: F401\n",
+           "every run imports pyarrow (the stdlib listing reads sources.blank), cached tokens or not"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import numpy as np
 import pytest
 
 from dev.bench.nanogpt_pair import prepare_nanogpt
-from dev.bench.short_run import PhaseClock
+from dev.bench.short_run import LIGHTNING_PULLS, PhaseClock
 from tests.conftest import run_module
 
 
@@ -56,6 +58,21 @@ def test_nanogpt_layout(tmp_path: Path) -> None:
     assert meta["vocab_size"] == vocab and meta["stoi"]["h"] == chars.index("h")
 
 
+def test_the_imports_the_breakdown_names_are_lightnings_own(tmp_path: Path) -> None:
+    """Each module the breakdown times before `lightning` (LIGHTNING_PULLS) is one that a bare
+    `import lightning` imports in a fresh interpreter: a row a run pays, not one the bench adds."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import json, sys\nimport lightning\n"
+        f"print(json.dumps([m for m in {list(LIGHTNING_PULLS)!r} if m not in sys.modules]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(probe)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
 def test_pair_without_a_nanogpt_checkout_is_one_line(tmp_path: Path) -> None:
     proc = run_module("dev.bench.nanogpt_pair", "--nanogpt", str(tmp_path), timeout=120)
     assert proc.returncode == 2
@@ -84,3 +101,4 @@ def test_breakdown_runs_and_adds_up(tmp_path: Path) -> None:
     assert total == pytest.approx(sum(cpu.values()) + phases["children_cpu"], abs=0.02)
     # projected to 100 steps at the auto cadence: one validation every 100 steps, the tasks once
     assert "(1 validations, 1 task evaluation(s))" in proc.stdout
+    assert list(phases["imports"])[:6] == ["torch", *LIGHTNING_PULLS, "lightning"]

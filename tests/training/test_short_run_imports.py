@@ -1,5 +1,6 @@
 """What a short run imports (issue 48 item 5, docs/performance.md "Short runs"): `datasets` costs ~0.5
-CPU s to import and is needed only to pack a corpus, so a run whose tokens are cached imports none of it.
+CPU s to import, pyarrow ~0.06, and they are needed only to pack a corpus, so a run whose tokens are
+cached imports none of them.
 Checked in a fresh interpreter, which imports what train.py's path imports and prepares cached tokens of
 the default source (the stdlib, listed by data.resolve on every run) and of a text file (the streaming
 packer's source)."""
@@ -22,11 +23,11 @@ from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
 for spec in json.loads(sys.argv[1]):
     prepare_tokens(DataConfig(**spec))
-print(json.dumps(sorted(m for m in ("datasets", "pandas") if m in sys.modules)))
+print(json.dumps(sorted(m for m in ("datasets", "pandas", "pyarrow") if m in sys.modules)))
 """
 
 
-def test_a_run_on_cached_tokens_imports_no_datasets(tmp_path: Path) -> None:
+def test_a_run_on_cached_tokens_imports_no_datasets_nor_pyarrow(tmp_path: Path) -> None:
     text = tmp_path / "corpus.txt"
     text.write_text("".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(400)))
     specs = [

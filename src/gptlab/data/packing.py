@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from gptlab.data import integrity, sources
 from gptlab.data.cache import SPLITS, PackedData, file_lock, remove_unfinished, sigterm_raises, trusted_meta
@@ -37,6 +35,7 @@ from gptlab.data.writer import split_last_tokens, write_stream
 
 if TYPE_CHECKING:  # annotations only: documents come from sources.load_documents, on a cache miss
     import datasets
+    import pyarrow as pa
 
 __all__ = ["PackedData", "prepare_tokens", "pack", "token_dtype", "val_mask", "val_period"]
 
@@ -65,6 +64,8 @@ class _Encoder:
         self.dtype = dtype
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        import pyarrow as pa  # packing only: a run on cached tokens never imports pyarrow
+
         texts = [t or "" for t in batch.column("text").to_pylist()]
         eos = self.tokenizer.eos_id
         ids = [np.asarray(x, dtype=self.dtype) for x in self.tokenizer.encode_batch(texts)]
@@ -111,6 +112,8 @@ def _write_splits(
     tokens: datasets.Dataset, is_val: np.ndarray, out: Path, dtype: np.dtype
 ) -> dict[str, dict[str, int]]:
     """Stream token lists into train.bin/val.bin; returns per-split token and byte counts."""
+    import pyarrow.compute as pc
+
     counts = {s: {"tokens": 0, "bytes": 0, "docs": 0} for s in SPLITS}
     table = tokens.with_format("arrow")
     with open(out / "train.bin", "wb") as ftrain, open(out / "val.bin", "wb") as fval:
@@ -155,6 +158,8 @@ def _text_bytes(plan: DataPlan, docs: datasets.Dataset) -> int | None:
     budget, bound = plan.tokenizer.bpe_train_bytes, plan.source.size_bound
     if plan.tokenizer.kind != "bpe" or budget is None or (bound is not None and bound <= budget):
         return None
+    import pyarrow.compute as pc
+
     total = 0
     for batch in docs.with_format("arrow").iter(batch_size=10_000):
         total += pc.sum(pc.binary_length(batch.column("text"))).as_py() or 0

@@ -2,9 +2,10 @@
 
 A request is one (context, continuation) pair. As lm-eval-harness splits it: trailing whitespace of
 the context moves to the continuation, the whole string is encoded and the continuation's tokens are the
-ones after the context's own encoding. Only continuation tokens are scored. Requests are batched
-longest first and right-padded: GPT.forward is causal, so padding after a sequence leaves its real
-positions' logits unchanged, and the batch size changes the numbers only by float rounding
+ones after the context's own encoding. Only continuation tokens are scored. A GPT scores the requests
+of one context in one row, the context once (evaluation/shared_prefix.py); other models' requests are
+batched longest first and right-padded: GPT.forward is causal, so padding after a sequence leaves its
+real positions' logits unchanged. Either way the batch size changes the numbers only by float rounding
 (acc and acc_norm agree; log-likelihoods to ~1e-6). A sequence longer than
 block_size + 1 tokens loses tokens from the left of its context (counted in `cut`).
 `score_requests` is the part the lm-eval bridge (lm_eval_model) shares, so both give the same numbers.
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from gptlab.evaluation import shared_prefix
 from gptlab.evaluation.formats import Item
 
 
@@ -132,7 +134,11 @@ def score_requests(
     model: Any, encoded: list[tuple[list[int], int]], batch_size: int, device: torch.device
 ) -> list[tuple[float, bool]]:
     """(log-likelihood, is_greedy) of each (tokens, n_cont) request, each at most block_size + 1
-    tokens; batched longest first, returned in the requests' order."""
+    tokens; returned in the requests' order. A GPT scores the requests of one context in one row
+    (evaluation/shared_prefix.py); another model, one request a row, batched longest first."""
+    if shared_prefix.packs(model):
+        with torch.inference_mode():
+            return shared_prefix.score_packed(model, encoded, batch_size, device)
     order = sorted(range(len(encoded)), key=lambda k: -len(encoded[k][0]))
     out: list[tuple[float, bool]] = [(0.0, False)] * len(encoded)
     starts = range(0, len(order), batch_size)

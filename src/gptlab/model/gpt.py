@@ -14,7 +14,7 @@ from gptlab.model.attention import rope_tables, softcap
 from gptlab.model.block import Block
 from gptlab.model.config import GPTConfig
 from gptlab.model.init import init_weights
-from gptlab.model.masks import Documents, MaskCache, same_document
+from gptlab.model.masks import Documents, MaskCache, Packed, same_document
 from gptlab.model.norms import make_norm
 
 
@@ -66,12 +66,20 @@ class GPT(nn.Module):
             self.rope_sin.copy_(sin)
         init_weights(self, self.cfg)
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, packed: Packed | None = None) -> torch.Tensor:
+        """Logits of each token of `idx`; with `packed`, of a row of sequences packed as a tree
+        (model/masks.py: each token gets its own sequence's positions and masks), which may be
+        longer than block_size while no sequence in it is."""
         T = idx.shape[1]
-        if T > self.cfg.block_size:
-            raise ValueError(f"sequence length {T} exceeds model.block_size={self.cfg.block_size}")
         doc = self.documents
-        pos = doc.position_ids(idx) if doc is not None else None  # None: positions 0..T-1
+        if packed is None:
+            if T > self.cfg.block_size:
+                raise ValueError(f"sequence length {T} exceeds model.block_size={self.cfg.block_size}")
+            pos = doc.position_ids(idx) if doc is not None else None  # None: positions 0..T-1
+        else:
+            pos = packed.positions(idx, doc)
+            if T and int(packed.order.max()) >= self.cfg.block_size:
+                raise ValueError(f"a packed sequence exceeds model.block_size={self.cfg.block_size}")
         x = self.tok_emb(idx)
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(T, device=idx.device) if pos is None else pos)
@@ -81,11 +89,12 @@ class GPT(nn.Module):
             rope = (self.rope_cos[:T], self.rope_sin[:T])
             if pos is not None:  # each token's own angle: (B, 1, T, r), broadcast over the heads
                 rope = (self.rope_cos[pos][:, None], self.rope_sin[pos][:, None])
-        same = same_document(doc.ids(idx)) if doc is not None else None
-        masks = {
-            w: self._mask(T, w, same, idx.device)
-            for w in {self.cfg.window_at(i) for i in range(len(self.blocks))}
-        }
+        windows = {self.cfg.window_at(i) for i in range(len(self.blocks))}
+        if packed is None:
+            same = same_document(doc.ids(idx)) if doc is not None else None
+            masks = {w: self._mask(T, w, same, idx.device) for w in windows}
+        else:
+            masks = {w: packed.mask(w, idx, doc) for w in windows}
         for i, block in enumerate(self.blocks):
             rope_i = rope if self.cfg.rotates(i) else None  # model.nope_every: this layer is NoPE
             mask = masks[self.cfg.window_at(i)]  # model.window_pattern: this layer's window or None

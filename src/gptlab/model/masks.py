@@ -96,3 +96,38 @@ class MaskCache:
         if mask is None or mask.device != device:
             mask = self.masks[key] = causal_window(T, window, device)
         return mask
+
+
+@dataclass(frozen=True)
+class Packed:
+    """Sequences that share a prefix, packed into one row as a tree: the prefix once, then each
+    sequence's own tokens (the task scorer's choices of one context, evaluation/shared_prefix.py).
+    `order` (B, T): each token's index in its own sequence; `seen` (B, T, T) bool: key k is a token
+    of query q's own sequence at or before it. The model gives each token the positions, documents
+    and masks it has in its own sequence, so its logits equal that sequence's up to float rounding."""
+
+    order: torch.Tensor
+    seen: torch.Tensor
+
+    def eots_seen(self, idx: torch.Tensor, eot: int) -> torch.Tensor:
+        """(B, T, T) bool: key k is an end-of-text id on query q's sequence at or before it."""
+        return self.seen & (idx == eot)[:, None, :]
+
+    def positions(self, idx: torch.Tensor, documents: Documents | None) -> torch.Tensor:
+        """(B, T) position ids: `order`, or under documents with restart what Documents.position_ids
+        gives in the token's own sequence (its index minus that of the last eot at or before it)."""
+        if documents is None or documents.positions != "restart":
+            return self.order
+        marks = torch.where(self.eots_seen(idx, documents.eot), self.order[:, None, :], 0)
+        return self.order - marks.amax(dim=-1)
+
+    def mask(self, window: int | None, idx: torch.Tensor, documents: Documents | None) -> torch.Tensor:
+        """(B, 1, T, T) bool: `seen`, within the window by each sequence's own indices, and within
+        one document (the same count of eots seen: Documents.ids in the token's own sequence)."""
+        m = self.seen
+        if window is not None:
+            m = m & (self.order[:, :, None] - self.order[:, None, :] < window)
+        if documents is not None:
+            doc = self.eots_seen(idx, documents.eot).sum(dim=-1)
+            m = m & (doc[:, :, None] == doc[:, None, :])
+        return m[:, None]

@@ -12,7 +12,6 @@ import logging
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow.compute as pc
 
 if TYPE_CHECKING:  # only loaders pass a Dataset (data.sources: no datasets import on a cached run)
     import datasets
@@ -30,6 +29,8 @@ def is_blank(text: str | None) -> bool:
 
 def drop_blank(ds: datasets.Dataset) -> datasets.Dataset:
     """ds without its blank rows (column "text"), order kept; ds itself when it has none."""
+    import pyarrow.compute as pc  # only loaders call this: a cached run never imports pyarrow
+
     masks = [
         pc.fill_null(pc.match_substring_regex(batch.column("text"), _BLANK_RE), True).to_numpy(
             zero_copy_only=False
