@@ -11,35 +11,29 @@ from pathlib import Path
 
 import pytest
 
+from gptlab.data.tokenizers.long_pieces import MAX_PIECE_CHARS
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytest.importorskip("rustbpe")
 
 
-def test_bench_bpe_train_script_times_both_trainers(tmp_path: Path) -> None:
-    out = tmp_path / "rows.json"
-    args = [
-        "--sample-mib",
-        "1",
-        "--vocab-size",
-        "512",
-        "--rounds",
-        "1",
-        "--work",
-        str(tmp_path),
-        "--json",
-        str(out),
-    ]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "dev.bench.bpe_train", *args],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = json.loads(out.read_text())
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], str]:
+    """Both trainers on 1 MiB of the generated corpus at the default pre-token bound (256) and uncut:
+    one run (4 trainings) that the default-bound test and the cut/uncut test both read."""
+    return _bench(tmp_path_factory.mktemp("bpe_generated"), "--sample-mib", "1", "--vocab-size", "512",
+                  "--rounds", "1", "--max-piece-chars", "256,none")  # fmt: skip
+
+
+def test_bench_bpe_train_script_times_both_trainers(generated: tuple[list[dict], str]) -> None:
+    all_rows, stdout = generated
+    rows = [r for r in all_rows if r["max_piece_chars"] == MAX_PIECE_CHARS]  # the default bound's rows
     assert [r["trainer"] for r in rows] == ["tokenizers", "rustbpe"]
     assert [r["n_ids"] for r in rows] == [512, 511]  # rustbpe: no <|endoftext|> id
     for r in rows:  # both compress held-out text (bytes per token well above 1 byte)
         assert r["seconds_median"] > 0 and 2.0 < r["bytes_per_token"] < 8.0, r
-    assert "| rustbpe | 1 MiB | 511 |" in proc.stdout
+    assert "| rustbpe | 1 MiB | 511 |" in stdout
 
 
 @pytest.mark.slow
@@ -92,11 +86,10 @@ def test_bench_bpe_train_long_runs_cut_and_uncut(tmp_path: Path) -> None:
     assert "| tokenizers, uncut | 2 MiB | 400 |" in stdout and "| rustbpe | 2 MiB | 399 |" in stdout
 
 
-def test_bench_bpe_train_ordinary_text_cut_and_uncut(tmp_path: Path) -> None:
+def test_bench_bpe_train_ordinary_text_cut_and_uncut(generated: tuple[list[dict], str]) -> None:
     """On the generated corpus (words of at most 8 letters) nothing is cut, and the bound trains the
     same BPE: the same held-out compression, trainer by trainer."""
-    rows, _ = _bench(tmp_path, "--sample-mib", "1", "--vocab-size", "512", "--rounds", "1",
-                     "--max-piece-chars", "256,none")  # fmt: skip
+    rows, _ = generated
     assert [r["cuts"] for r in rows] == [0, 0, 0, 0]
     cut, uncut = rows[:2], rows[2:]
     assert [r["bytes_per_token"] for r in cut] == [r["bytes_per_token"] for r in uncut]

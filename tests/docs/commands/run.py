@@ -153,11 +153,17 @@ SMALL = [*STEPS, "data.max_bytes=200000", "data.val_windows=4", "sample.max_new_
 # tests/dashboards, tests/ablation/test_sweep_resume.py); `make train` keeps the default loggers here.
 CSV = "logger=csv"
 GRID = ["seed=1", "trainer.log_every_n_steps=1", "data.batch_size=4"]  # one seed; the LR comes per preset
+# The in-loop task (val_continuation, scored at each run's end) where no test of these pools reads a
+# task number: ~2 CPU s a job, the largest cost of a 2-step job (the task's own tests: tests/tasks,
+# tests/training/test_tasks_callback.py; its report section: tests/analysis/test_task_report.py).
+NO_TASKS = "callbacks.tasks.names=[]"
+# what a sweep job of a pool needs: 2 steps of a small stream, no sample (the presets' own 0), no task
+SWEEP_SMALL = [*STEPS, "data.max_bytes=200000", "data.val_windows=4", NO_TASKS]
 
 
 def sweep_args(cache: Path) -> list[str]:
-    """What every shrunk sweep appends: SMALL, one seed, one LR, the session's token cache."""
-    return [*SMALL, *GRID, "optim.lr=0.003", f"data.cache_dir={cache}"]
+    """What every shrunk sweep appends: SWEEP_SMALL, one seed, one LR, the session's token cache."""
+    return [*SWEEP_SMALL, *GRID, "optim.lr=0.003", f"data.cache_dir={cache}"]
 
 
 def sweep_finished(sweep: Path, n_jobs: int) -> list[dict]:

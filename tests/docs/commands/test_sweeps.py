@@ -13,6 +13,7 @@ import pytest
 from tests.docs.commands.parse import REPO
 from tests.docs.commands.run import (
     CSV,
+    NO_TASKS,
     in_parallel,
     make,
     result,
@@ -25,8 +26,8 @@ from tests.docs.commands.table import COMMANDS
 
 
 def ffn_chain(root: Path, cache: Path) -> dict[str, object]:
-    """`make sweep EXPERIMENT=ablate_ffn` (one seed, one LR, every arm, 2 steps; the CSV log, and no
-    report at the sweep's end: `make report SWEEP=...` writes the one the test reads), then
+    """`make sweep EXPERIMENT=ablate_ffn` (one seed, one LR, every arm, 2 steps, no in-loop task; the
+    CSV log, and no report at the sweep's end: `make report SWEEP=...` writes the one the test reads), then
     `scripts/report.py <dir> wandb=true` on it (its summary run, the only wandb run here)."""
     sweep = root / "ffn"
     args = [*sweep_args(cache), CSV, "hydra.sweeper.report=false", f"hydra.sweep.dir={sweep}"]
@@ -43,7 +44,7 @@ def placement_chain(root: Path, cache: Path) -> dict[str, object]:
     out: dict[str, object] = {}
     cwd = root / "placement"
     doc = "python train.py -m experiment=ablate_placement model.n_layer=4,12"
-    out["sweep"] = run_doc(doc, *sweep_args(cache), CSV, cwd=cwd)
+    out["sweep"] = run_doc(doc, *sweep_args(cache), CSV, "callbacks.telemetry.figures=false", cwd=cwd)
     sweeps = sorted((cwd / "multirun").glob("*"))
     if sweeps:
         out["dir"] = sweeps[0]
@@ -73,6 +74,7 @@ def qk_chain(root: Path, cache: Path) -> dict[str, object]:
             "data.max_bytes=200000",
             f"data.cache_dir={cache}",
             "trainer.log_every_n_steps=1",
+            NO_TASKS,
             cwd=root,
             subs=subs,
         )

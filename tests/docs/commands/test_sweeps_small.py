@@ -15,8 +15,9 @@ from tests.docs.commands.parse import REPO
 from tests.docs.commands.run import (
     CSV,
     GRID,
-    SMALL,
+    NO_TASKS,
     STEPS,
+    SWEEP_SMALL,
     finite,
     in_parallel,
     result,
@@ -37,24 +38,32 @@ def sweeps(work: Path, cache: Path) -> dict[str, object]:
     sizing = next(
         c for c in COMMANDS if c.startswith("OMP_NUM_THREADS=1 python train.py -m experiment=ablate_init")
     )
+    # the quick presets at 2 of their 12 steps, on the other sweeps' 200 kB stream (one token cache)
+    quick = [
+        *STEPS,
+        "data.max_bytes=200000",
+        NO_TASKS,
+        "hydra.sweeper.seeds=1",
+        CSV,
+        f"data.cache_dir={cache}",
+    ]
     jobs: dict[str, Callable[[], object]] = {
         "tying": lambda: run_doc("python train.py -m experiment=ablate_tying logger=csv", *sw, cwd=root / "tying"),
         "init": lambda: run_doc("python train.py -m experiment=ablate_init logger=csv", *sw, cwd=root / "init"),
         "ffn_quick": lambda: run_doc(
-            "python train.py -m experiment=ablate_ffn_quick", f"data.cache_dir={cache}", "hydra.sweeper.seeds=1",
-            CSV, cwd=root / "ffn_quick",  # one of its 2 seeds (the seed grid: tests/ablation/test_experiments.py)
+            "python train.py -m experiment=ablate_ffn_quick", *quick,
+            cwd=root / "ffn_quick",  # one of its 2 seeds (the seed grid: tests/ablation/test_experiments.py)
         ),
         # not a command of the docs (they say "each preset has a _quick sibling"); the one that crashed
         "init_quick": lambda: run_argv(
-            [sys.executable, str(REPO / "train.py"), "-m", "experiment=ablate_init_quick", CSV,
-             "hydra.sweeper.seeds=1", f"data.cache_dir={cache}"], root / "init_quick",
+            [sys.executable, str(REPO / "train.py"), "-m", "experiment=ablate_init_quick", *quick], root / "init_quick",
         ),
         "lr_search": lambda: run_doc(
-            "python train.py -m experiment=lr_search logger=csv", *SMALL, *GRID, c, "hydra.sweeper.n_trials=2", cwd=root / "lr"
+            "python train.py -m experiment=lr_search logger=csv", *SWEEP_SMALL, *GRID, c, "hydra.sweeper.n_trials=2",
+            cwd=root / "lr",
         ),
         "sizing": lambda: run_doc(
-            sizing, *STEPS, "data.max_bytes=200000", "data.val_windows=4", f"data.cache_dir={cache}",
-            cwd=root / "sizing",
+            sizing, *SWEEP_SMALL, f"data.cache_dir={cache}", cwd=root / "sizing",
         ),
     }  # fmt: skip
     return in_parallel(jobs)

@@ -31,8 +31,12 @@ def tools(work: Path, cache: Path) -> dict[str, object]:
     c = f"data.cache_dir={cache}"
     init = [c, "seeds=1", "batch=1", "data.max_bytes=100000", "model.n_layer=2", "model.n_embd=64"]  # shrunk
     bench = [c, "trainer.accelerator=cpu", *BENCH_TINY]
+    # the rows these tests read: bare and lightning, no tokenizer timing (every variant and the
+    # tokenize rows: tests/bench/test_bench.py::test_bench_cli_runs_two_steps_and_prints_the_table)
+    rows = ["bench.variants=bare,lightning", "bench.tokenize=false"]
     lightning = ["bench.steps=1", "bench.warmup=1"]
-    pack = ["--sizes-mib", "1", "--procs", "1,2", "--rounds", "1", "--work", str(root / "packing")]
+    pack = ["--sizes-mib", "1", "--rounds", "1", "--work", str(root / "packing")]
+    one = ["--procs", "1"]  # a pool of 2 where a test reads its row: the tiktoken-only command
     jobs: dict[str, Callable[[], object]] = {
         "init_reports": lambda: [
             run_doc("python scripts/init_report.py model=pre_rmsnorm_swiglu model.n_layer=12", *init, cwd=root / "init"),
@@ -43,24 +47,26 @@ def tools(work: Path, cache: Path) -> dict[str, object]:
                     "out=outputs/init_report/post_layernorm_gelu_xavier", *init, cwd=root / "init"),
         ],
         "bench": lambda: [
-            run_doc("python scripts/bench.py model=post_layernorm_gelu bench.threads=1 bench.repeats=5", *bench, cwd=root),
+            run_doc("python scripts/bench.py model=post_layernorm_gelu bench.threads=1 bench.repeats=5", *bench, *rows,
+                    cwd=root),
             run_doc("python scripts/bench.py model/size=small data.batch_size=4 bench.variants=bare,lightning",
-                    *bench, cwd=root),
-            run_argv(make("bench", "ARGS=" + " ".join([*bench, "model.n_layer=1", "model.n_embd=32", "model.n_head=2",
-                                                       "model.block_size=32", "data.batch_size=2"])), REPO),
+                    *bench, *rows, cwd=root),
+            run_argv(make("bench", "ARGS=" + " ".join([*bench, *rows, "model.n_layer=1", "model.n_embd=32",
+                                                       "model.n_head=2", "model.block_size=32", "data.batch_size=2"])),
+                     REPO),
         ],
         "bench_gpt2": lambda: run_doc(
             "python scripts/bench.py model=gpt2 model.block_size=256 data.batch_size=1 bench.threads=1 bench.warmup=2 "
-            "bench.repeats=2 bench.tokenize=false", *bench, *lightning, "bench.repeats=1", "model.n_layer=1",
+            "bench.repeats=2 bench.tokenize=false", *bench, *lightning, *rows, "bench.repeats=1", "model.n_layer=1",
             cwd=root,  # one of GPT-2's 12 blocks: the shape's embedding, head and block, 12x cheaper
         ),
         "packing": lambda: [
             run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.packing --sizes-mib 2048,512 "
-                    "--tokenizers byte --procs 1,2 --rounds 2", *pack, cwd=root),
+                    "--tokenizers byte --procs 1,2 --rounds 2", *pack, *one, cwd=root),
             run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.packing --sizes-mib 128,32 "
-                    "--tokenizers bpe --procs 1,2 --rounds 2", *pack, cwd=root),
+                    "--tokenizers bpe --procs 1,2 --rounds 2", *pack, *one, cwd=root),
             run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.packing --sizes-mib 512,128,32 "
-                    "--tokenizers bpe --encoders tiktoken --procs 1,2 --rounds 2", *pack, cwd=root),
+                    "--tokenizers bpe --encoders tiktoken --procs 1,2 --rounds 2", *pack, "--procs", "1,2", cwd=root),
         ],
         "unigram": lambda: run_doc("python - <<'EOF'", cwd=root / "unigram", stdin=unigram_code()),
     }  # fmt: skip

@@ -13,8 +13,10 @@ import yaml
 from tests.docs.commands.inputs import fineweb_shards, text_corpus, tinystories_parquet, tinystories_txt
 from tests.docs.commands.run import (
     CSV,
+    NO_TASKS,
     SMALL,
     STEPS,
+    SWEEP_SMALL,
     finished,
     finite,
     in_parallel,
@@ -27,8 +29,9 @@ from tests.docs.commands.run import (
 
 @pytest.fixture(scope="module")
 def data_runs(work: Path, cache: Path) -> dict[str, object]:
+    # no in-loop task anywhere here (no test reads one): it is most of a tiny run's own time
     c = f"data.cache_dir={cache}"
-    many = [*SMALL, c, CSV, "trainer.max_steps=1", "trainer.val_check_interval=1"]
+    many = [*SWEEP_SMALL, c, CSV, "trainer.max_steps=1", "trainer.val_check_interval=1"]
     jobs: dict[str, Callable[[], object]] = {
         "multi8": lambda: run_doc(
             "python train.py -m model/placement=pre,post model/ffn=swiglu,gelu model/tying=tied,untied",
@@ -39,27 +42,27 @@ def data_runs(work: Path, cache: Path) -> dict[str, object]:
             *many, "model.block_size=32", "data.batch_size=2", cwd=work / "multi4",
         ),
         "text": lambda: run_doc(
-            "python train.py data=text data.path='corpus/*.txt'", *SMALL, c, CSV, cwd=text_corpus(work / "text")
+            "python train.py data=text data.path='corpus/*.txt'", *SMALL, c, CSV, NO_TASKS, cwd=text_corpus(work / "text")
         ),
         "tinystories_txt": lambda: run_doc(
-            "python train.py data=tinystories_txt data.path=TinyStories-train.txt", *SMALL, c, CSV,
+            "python train.py data=tinystories_txt data.path=TinyStories-train.txt", *SMALL, c, CSV, NO_TASKS,
             "data.bpe_vocab_size=512", "model.block_size=64", cwd=tinystories_txt(work / "tstxt"),
         ),
         "parquet": lambda: run_doc(
             "python train.py data=tinystories data.source=parquet data.path='TinyStories/data/train-*.parquet' "
-            "data.max_bytes=null", *SMALL[:3], "data.val_windows=4", "sample.max_new_tokens=4", c, CSV,
+            "data.max_bytes=null", *SMALL[:3], "data.val_windows=4", "sample.max_new_tokens=4", c, CSV, NO_TASKS,
             "data.bpe_vocab_size=512", "model.block_size=64", cwd=tinystories_parquet(work / "parquet"),
         ),
         "streaming": lambda: run_doc(
             "python train.py data=tinystories data.streaming=true data.max_bytes=2000000000", *STEPS,
-            "data.val_windows=4", "sample.max_new_tokens=4", c, CSV,
+            "data.val_windows=4", "sample.max_new_tokens=4", c, CSV, NO_TASKS,
             "data.path=TinyStories/data/train-*.parquet", "data.bpe_vocab_size=512", "model.block_size=64",
             cwd=tinystories_parquet(work / "streaming"),
         ),
         "tokens": lambda: run_doc(
             "python train.py data=tokens data.path='fineweb10B/fineweb_train_*.bin' "
             "data.val_path='fineweb10B/fineweb_val_*.bin' data.tokenizer_path=gpt2/tokenizer.json "
-            "model.vocab_size=50304", *STEPS, "data.val_windows=4", "sample.max_new_tokens=4", c, CSV,
+            "model.vocab_size=50304", *STEPS, "data.val_windows=4", "sample.max_new_tokens=4", c, CSV, NO_TASKS,
             "model.block_size=64", cwd=fineweb_shards(work / "tokens"),
         ),
     }  # fmt: skip

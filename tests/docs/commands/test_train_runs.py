@@ -15,6 +15,7 @@ import yaml
 from tests.docs.commands.parse import REPO
 from tests.docs.commands.run import (
     CSV,
+    NO_TASKS,
     SMALL,
     STEPS,
     Ran,
@@ -34,12 +35,14 @@ def demo_chain(home: Path, cache: Path) -> dict[str, object]:
     block on its checkpoint, in order."""
     out: dict[str, object] = {}
     demo = home / "outputs" / "demo"
+    # the pools' 200 kB of the corpus (not all of the stdlib's sources) and 4 val windows, in the run
+    # and in both evaluations (evaluate's data.* overrides: the run's own); no in-loop task (unread)
+    data = [f"data.cache_dir={cache}", "data.max_bytes=200000", "data.val_windows=4"]
     args = ["trainer.max_steps=4", "trainer.val_check_interval=2", "sample.max_new_tokens=16",
-            f"hydra.run.dir={demo}", f"data.cache_dir={cache}", "trainer.enable_progress_bar=false"]  # fmt: skip
+            f"hydra.run.dir={demo}", *data, NO_TASKS, "trainer.enable_progress_bar=false"]  # fmt: skip
     out["train"] = run_argv(make("train", "ARGS=" + " ".join(args)), cwd=REPO)
     if out["train"].returncode != 0:
         return out
-    data = [f"data.cache_dir={cache}"]  # evaluate's data.* overrides: the run's own
     gen = "python generate.py ckpt_path=outputs/demo/checkpoints/last.ckpt prompt='def ' max_new_tokens=200 temperature=0.8 top_k=50 seed=0"  # noqa: E501
     out["generate"] = run_doc(gen, cwd=home)
     out["evaluate"] = run_doc(
@@ -54,9 +57,7 @@ def demo_chain(home: Path, cache: Path) -> dict[str, object]:
         "python train.py model.init_from=outputs/demo/hf optim.lr=3e-4 optim.warmup_steps=0 trainer.max_steps=100 "
         "trainer.val_check_interval=50 hydra.run.dir=outputs/demo-ft"
     )
-    out["init_from"] = run_doc(
-        ft, *STEPS, "sample.max_new_tokens=4", f"data.cache_dir={cache}", CSV, cwd=home
-    )
+    out["init_from"] = run_doc(ft, *STEPS, "sample.max_new_tokens=0", *data, NO_TASKS, CSV, cwd=home)
     return out
 
 
@@ -67,7 +68,7 @@ def trains(work: Path, cache: Path) -> dict[str, object]:
         "demo": lambda: demo_chain(work / "home", cache),
         "layers24": lambda: run_doc(
             "python train.py model.n_layer=24 optim.warmup_steps=0", *SMALL, "trainer.max_steps=1", c,
-            "model.block_size=64", "data.batch_size=2", "model.n_embd=32", "model.n_head=2", CSV,
+            "model.block_size=64", "data.batch_size=2", "model.n_embd=32", "model.n_head=2", CSV, NO_TASKS,
             cwd=work / "layers24",  # 24 blocks as documented, each 32 wide: the test reads the depth
         ),
         "params": lambda: [
