@@ -40,12 +40,13 @@ def corpus(path: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def documents_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """(run dir, data overrides) of a two-step train.py run with data.document_mask=true."""
+    """(run dir, data overrides) of a two-step run with data.document_mask=true (train.py's config and
+    app, in this process: tests/interop/test_interop_init_from.py's `train`)."""
     root = tmp_path_factory.mktemp("documents-run")
     data = [*corpus(root / "docs.txt"), f"data.cache_dir={root / 'cache'}"]
     hf = Path(export_hf(perturbed_gpt({"tie_embeddings": False}, seed=11, scale=0.1), root / "hf"))
     result = train(root / "run", root / "cache", f"model.init_from={hf}", "data.document_mask=true", *data)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result["status"] == "finished", result
     return root / "run", data
 
 
