@@ -1,6 +1,8 @@
-"""A sweep killed mid-job (SIGTERM, then SIGKILL) and re-run with the same command and sweep dir:
-the finished job is untouched (every file's mtime), the interrupted one resumes from its last.ckpt
-and continues its own wandb run (same id, read from the offline run files), in the sweep's group."""
+"""A sweep killed mid-job and re-run with the same command and sweep dir, twice: SIGKILL to the first
+run, SIGTERM to the re-run (both while job 1 trains), then a last re-run. Each re-run leaves the
+finished job untouched (every file's mtime) and resumes the interrupted one from its last.ckpt,
+continuing its own wandb run (same id, read from the offline run files) in the sweep's group.
+One sweep dir for both signals: a sweep start and job 0's training fewer than one sweep each."""
 
 from __future__ import annotations
 
@@ -71,13 +73,18 @@ def _run_ids(job: Path) -> list[tuple[str, str | None]]:
 
 
 def _kill_mid_job(sweep: Path, cache: Path, sig: int) -> None:
-    """Start the sweep; once job 1 has a checkpoint and is still training, send `sig`."""
+    """Start the sweep (or re-run it); once job 1 has written a checkpoint of this run and is still
+    training, send `sig`."""
     proc = subprocess.Popen(
         _sweep(sweep, cache), cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     ckpt = sweep / "1" / "checkpoints" / "last.ckpt"
+    old = ckpt.stat().st_mtime_ns if ckpt.is_file() else None  # the last attempt's, resumed from
     try:
-        wait_until(ckpt.is_file, "job 1's first checkpoint", gone=ended(proc), poll_s=0.02)
+        wait_until(
+            lambda: ckpt.is_file() and ckpt.stat().st_mtime_ns != old,
+            "job 1's next checkpoint", gone=ended(proc), poll_s=0.02,
+        )  # fmt: skip
         proc.send_signal(sig)
         proc.communicate(timeout=SUITE_LIMIT_S)
     finally:
@@ -95,14 +102,24 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.getbasetemp() / "token-cache"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-def test_rerun_skips_finished_and_resumes_interrupted(tmp_path: Path, cache: Path, sig: int) -> None:
+def _resumed_from_last_ckpt(sweep: Path) -> None:
+    overrides = yaml.safe_load((sweep / "1" / ".hydra" / "overrides.yaml").read_text())
+    ckpt = next(o for o in overrides if o.startswith("ckpt_path="))
+    assert ckpt.endswith("/1/checkpoints/last.ckpt'")
+
+
+def test_rerun_skips_finished_and_resumes_interrupted(tmp_path: Path, cache: Path) -> None:
     sweep = tmp_path / "sweep"
-    _kill_mid_job(sweep, cache, sig)
+    _kill_mid_job(sweep, cache, signal.SIGKILL)
     finished = json.loads((sweep / "0" / "metrics.json").read_text())
     assert finished["status"] == "finished"
     before = _mtimes(sweep / "0")
     (first_id, group), *_ = _run_ids(sweep / "1")
+
+    # the re-run after SIGKILL resumes job 1 (job 0 left alone), and is itself stopped by SIGTERM
+    _kill_mid_job(sweep, cache, signal.SIGTERM)
+    assert _mtimes(sweep / "0") == before
+    _resumed_from_last_ckpt(sweep)
 
     proc = subprocess.run(
         _sweep(sweep, cache), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600
@@ -111,15 +128,16 @@ def test_rerun_skips_finished_and_resumes_interrupted(tmp_path: Path, cache: Pat
     assert _mtimes(sweep / "0") == before  # not re-run, not even its .hydra files rewritten
     resumed = json.loads((sweep / "1" / "metrics.json").read_text())
     assert resumed["status"] == "finished" and resumed["steps"] == STEPS
-    overrides = yaml.safe_load((sweep / "1" / ".hydra" / "overrides.yaml").read_text())
-    ckpt = next(o for o in overrides if o.startswith("ckpt_path="))
-    assert ckpt.endswith("/1/checkpoints/last.ckpt'")
-    # the resumed attempt continued the same wandb run, in the sweep's original group
+    _resumed_from_last_ckpt(sweep)
+    # each resumed attempt continued the same wandb run; the last one in the sweep's original group
+    # (a killed attempt may not have flushed its run record: its group reads None)
     runs = _run_ids(sweep / "1")
-    assert len(runs) == 2 and {r for r, _ in runs} == {first_id}
-    assert runs[-1][1] == finished["group"] and group in (None, finished["group"])
-    # the CSV log of the killed attempt is kept; joined, the log covers every logged step once
+    assert len(runs) == 3 and {r for r, _ in runs} == {first_id}
+    assert runs[-1][1] == finished["group"] and {g for _, g in runs[:-1]} <= {None, finished["group"]}
+    assert group in (None, finished["group"])
+    # the CSV log of each stopped attempt is kept; joined, the log covers every logged step once
     log, problems = read_csv_log(sweep / "1" / "csv" / "metrics.csv")
     assert (sweep / "1" / "csv" / "metrics.part-0.csv").is_file()
+    assert (sweep / "1" / "csv" / "metrics.part-1.csv").is_file()
     steps = [s for s, _ in log["train/loss"]]
     assert steps == sorted(set(steps)) and steps[0] <= 5 and steps[-1] >= STEPS - 5, steps

@@ -236,6 +236,13 @@ def signalled(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
             subprocess.run(["scancel", "--signal=USR2", "4200_0"], env=env, check=True)
             time.sleep(1.0)
         _, stderr = sweep.communicate(timeout=SUITE_LIMIT_S)
+    # the sweep ends once it has read job 0's result pickle, which the task writes before its batch
+    # script exits: the job table (like sacct) says COMPLETED a moment later
+    wait_until(
+        lambda: task(env, "4200_0")["state"] in ("COMPLETED", "FAILED", "CANCELLED"),
+        "the job table to record task 4200_0's end",
+        gone=lambda: None,
+    )
     return SimpleNamespace(out=out, env=env, returncode=sweep.returncode, stderr=stderr)
 
 

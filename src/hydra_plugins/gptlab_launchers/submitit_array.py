@@ -201,6 +201,9 @@ def _launch_collecting_failures(
     _watch(launcher, jobs, job_overrides, nums, parallel)
     returns = []
     for job, overrides in zip(jobs, job_overrides, strict=True):
+        # _watch read each done task's result, waiting submitit's _results_timeout_s (15 s, for a
+        # slow shared filesystem) for the pickle a killed task never writes: no second wait here
+        job._results_timeout_s = 0
         try:
             returns.append(job.results()[0])
         except Exception as err:  # noqa: BLE001 - one job's failure is its own result
