@@ -5,13 +5,11 @@ the qk-norm sweep and its plot."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from gptlab.analysis.sweep_summary import main as report_main
 from tests.docs.commands.parse import REPO
 from tests.docs.commands.run import (
     CSV,
@@ -21,14 +19,10 @@ from tests.docs.commands.run import (
     result,
     run_argv,
     run_doc,
-    run_doc_here,
     sweep_args,
     sweep_finished,
 )
 from tests.docs.commands.table import COMMANDS
-from tests.in_process import usage_of
-
-report_here = functools.partial(report_main, usage=usage_of("scripts/report.py"))
 
 
 def ffn_chain(root: Path, cache: Path) -> dict[str, object]:
@@ -55,10 +49,8 @@ def placement_chain(root: Path, cache: Path) -> dict[str, object]:
     if sweeps:
         out["dir"] = sweeps[0]
         sub = {"multirun/claims/placement": str(sweeps[0])}
-        # reads the finished sweep: its `main` here (`make report` above and tests/analysis keep
-        # scripts/report.py's subprocess runs)
-        out["report"] = run_doc_here(
-            "scripts/report.py multirun/claims/placement baseline=post", report_here, cwd=cwd, subs=sub
+        out["report"] = run_doc(
+            "scripts/report.py multirun/claims/placement baseline=post", cwd=cwd, subs=sub
         )
     return out
 
