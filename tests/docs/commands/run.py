@@ -3,16 +3,21 @@ what it left behind; `in_parallel` is the pool each test module builds its runs 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
 
 from tests.docs.commands.parse import REPO
 from tests.docs.commands.table import COMMANDS
@@ -172,3 +177,30 @@ def sweep_finished(sweep: Path, n_jobs: int) -> list[dict]:
     runs = [finished(j) for j in jobs]
     assert all(finite(r.get("final_val_loss", r.get("val_loss"))) for r in runs), runs
     return runs
+
+
+_IN_PROCESS = threading.Lock()  # stdout, the working directory and Hydra's state are the process's
+
+
+def run_doc_here(
+    doc: str, main: Callable[[list[str]], int], *extra: str, cwd: Path, subs: dict[str, str] | None = None
+) -> Ran:
+    """A documented command that builds no training process (a report, a table, an export), run by
+    calling its script's own `main` in this process from `cwd`, its output captured as `run_doc`'s:
+    the ~8 CPU s of a fresh interpreter saved (lead's rule, round 8). Each such script keeps a real
+    subprocess run elsewhere in the suite, so its command line and exit code stay tested."""
+    assert doc in COMMANDS, doc
+    argv, env = argv_of(doc, subs)
+    assert not env, (doc, env)  # an environment the command sets: run it with run_doc
+    args = [*(argv[3:] if argv[1] == "-m" else argv[2:]), *map(str, extra)]
+    cwd.mkdir(parents=True, exist_ok=True)
+    out, err = io.StringIO(), io.StringIO()
+    with _IN_PROCESS, contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        threads = torch.get_num_threads()  # bench.threads sets it for the process
+        try:
+            code = main(args)
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        finally:
+            torch.set_num_threads(threads)
+    return Ran([*argv, *extra], cwd, code, out.getvalue(), err.getvalue())

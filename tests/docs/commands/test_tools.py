@@ -4,6 +4,7 @@ GPT-2's bench shape, the packing benchmark, the unigram reference heredoc."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -11,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from gptlab.analysis.init.report import main as init_report_main
+from gptlab.bench.cli import main as bench_main
 from tests.docs.commands.parse import REPO
-from tests.docs.commands.run import in_parallel, make, result, run_argv, run_doc
+from tests.docs.commands.run import in_parallel, make, result, run_argv, run_doc, run_doc_here
+from tests.in_process import usage_of
 
 BENCH_TINY = ["bench.steps=2", "bench.warmup=1", "bench.repeats=1", "bench.loader_batches=5",
               "bench.matmul_size=128", "bench.matmul_repeats=2", "data.max_bytes=100000"]  # fmt: skip
@@ -36,29 +40,33 @@ def tools(work: Path, cache: Path) -> dict[str, object]:
     rows = ["bench.variants=bare,lightning", "bench.tokenize=false"]
     lightning = ["bench.steps=1", "bench.warmup=1"]
     pack = ["--sizes-mib", "1", "--rounds", "1", "--work", str(root / "packing")]
+    init_here = functools.partial(init_report_main, usage=usage_of("scripts/init_report.py"))
     one = ["--procs", "1"]  # a pool of 2 where a test reads its row: the tiktoken-only command
     jobs: dict[str, Callable[[], object]] = {
+        # the init reports and bench tables build no training process: their `main` here, one after
+        # another (one subprocess each keeps the command line tested: the first init report below,
+        # `make bench`, and tests/bench/test_bench.py's CLI run)
         "init_reports": lambda: [
             run_doc("python scripts/init_report.py model=pre_rmsnorm_swiglu model.n_layer=12", *init, cwd=root / "init"),
-            run_doc("python scripts/init_report.py model=pre_rmsnorm_swiglu model.n_layer=24 "
-                    "out=outputs/init_report/pre_rmsnorm_swiglu_L24", *init, cwd=root / "init"),
-            run_doc("python scripts/init_report.py model=post_layernorm_gelu model.n_layer=12 "
-                    "\"model.init_std='1/sqrt(d)'\" model.depth_scaled_init=none "
-                    "out=outputs/init_report/post_layernorm_gelu_xavier", *init, cwd=root / "init"),
+            run_doc_here("python scripts/init_report.py model=pre_rmsnorm_swiglu model.n_layer=24 "
+                         "out=outputs/init_report/pre_rmsnorm_swiglu_L24", init_here, *init, cwd=root / "init"),
+            run_doc_here("python scripts/init_report.py model=post_layernorm_gelu model.n_layer=12 "
+                         "\"model.init_std='1/sqrt(d)'\" model.depth_scaled_init=none "
+                         "out=outputs/init_report/post_layernorm_gelu_xavier", init_here, *init, cwd=root / "init"),
         ],
         "bench": lambda: [
-            run_doc("python scripts/bench.py model=post_layernorm_gelu bench.threads=1 bench.repeats=5", *bench, *rows,
-                    cwd=root),
-            run_doc("python scripts/bench.py model/size=small data.batch_size=4 bench.variants=bare,lightning",
-                    *bench, *rows, cwd=root),
+            run_doc_here("python scripts/bench.py model=post_layernorm_gelu bench.threads=1 bench.repeats=5",
+                         bench_main, *bench, *rows, cwd=root),
+            run_doc_here("python scripts/bench.py model/size=small data.batch_size=4 bench.variants=bare,lightning",
+                         bench_main, *bench, *rows, cwd=root),
             run_argv(make("bench", "ARGS=" + " ".join([*bench, *rows, "model.n_layer=1", "model.n_embd=32",
                                                        "model.n_head=2", "model.block_size=32", "data.batch_size=2"])),
                      REPO),
         ],
-        "bench_gpt2": lambda: run_doc(
+        "bench_gpt2": lambda: run_doc_here(
             "python scripts/bench.py model=gpt2 model.block_size=256 data.batch_size=1 bench.threads=1 bench.warmup=2 "
-            "bench.repeats=2 bench.tokenize=false", *bench, *lightning, *rows, "bench.repeats=1", "model.n_layer=1",
-            cwd=root,  # one of GPT-2's 12 blocks: the shape's embedding, head and block, 12x cheaper
+            "bench.repeats=2 bench.tokenize=false", bench_main, *bench, *lightning, *rows, "bench.repeats=1",
+            "model.n_layer=1", cwd=root,  # one of GPT-2's 12 blocks: the shape's embedding, head and block, 12x cheaper
         ),
         "packing": lambda: [
             run_doc("PYTHONPATH=src OMP_NUM_THREADS=1 python -m dev.bench.packing --sizes-mib 2048,512 "

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gptlab.analysis.params import main as params_main
 from tests.docs.commands.parse import REPO
 from tests.docs.commands.run import (
     CSV,
@@ -26,8 +27,10 @@ from tests.docs.commands.run import (
     result,
     run_argv,
     run_doc,
+    run_doc_here,
     the_only,
 )
+from tests.interop.helpers import load_cli
 
 
 def demo_chain(home: Path, cache: Path) -> dict[str, object]:
@@ -49,7 +52,7 @@ def demo_chain(home: Path, cache: Path) -> dict[str, object]:
         "python evaluate.py ckpt_path=outputs/demo/checkpoints/last.ckpt", *data, cwd=home
     )
     exp = "python scripts/export.py ckpt_path=outputs/demo/checkpoints/last.ckpt out_dir=outputs/demo/hf"
-    out["export"] = run_doc(exp, cwd=home)
+    out["export"] = run_doc_here(exp, load_cli("scripts/export.py").main, cwd=home)  # reads the run: here
     hf = "python generate.py ckpt_path=outputs/demo/hf prompt='import ' top_p=0.9 top_k=0 seed=0"
     out["generate_hf"] = run_doc(hf, cwd=home)
     out["evaluate_hf"] = run_doc("python evaluate.py ckpt_path=outputs/demo/hf", *data, cwd=home)
@@ -73,7 +76,7 @@ def trains(work: Path, cache: Path) -> dict[str, object]:
         ),
         "params": lambda: [
             run_doc("python -m gptlab.analysis.params model=gpt2", cwd=work / "params"),
-            run_doc("python -m gptlab.analysis.params", cwd=work / "params"),
+            run_doc_here("python -m gptlab.analysis.params", params_main, cwd=work / "params"),  # the CLI: above
         ],
     }  # fmt: skip
     return in_parallel(jobs)
