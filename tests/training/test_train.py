@@ -19,22 +19,32 @@ from tests.conftest import TINY, column, read_csv_metrics, run_script
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One short single-process run shared by the tests below."""
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One two-job multirun (`model.n_layer=2,1`), shared by the tests below: job 0 is the short
+    single run they read (TINY's n_layer=2), job 1 the multirun's second job (one process start
+    for both, where a single run and a separate 3-step sweep each paid one)."""
     base = tmp_path_factory.mktemp("train")
-    run_dir = base / "run"
     proc = run_script(
         "train.py",
+        "-m",
         *TINY,
+        "model.n_layer=2,1",
         "trainer.max_steps=30",
         "trainer.val_check_interval=10",
         "optim.lr=3e-3",
         "optim.warmup_steps=5",
-        f"hydra.run.dir={run_dir}",
+        f"hydra.sweep.dir={base / 'sweep'}",
         f"data.cache_dir={base / 'cache'}",
+        cwd=base,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return run_dir
+    return base / "sweep"
+
+
+@pytest.fixture(scope="module")
+def trained(sweep: Path) -> Path:
+    """The sweep's job 0: a short run of TINY's model, 30 steps."""
+    return sweep / "0"
 
 
 @pytest.mark.slow
@@ -99,7 +109,7 @@ def test_resume_continues_the_step_count(trained: Path, tmp_path: Path) -> None:
             "optim.lr=3e-3",
             "optim.warmup_steps=5",
             f"ckpt_path={trained / 'checkpoints' / 'last.ckpt'}",
-            f"data.cache_dir={trained.parent / 'cache'}",
+            f"data.cache_dir={trained.parent.parent / 'cache'}",
         ],
     )
     steps = [s for s, _ in column(read_csv_metrics(resumed), "train/loss")]
@@ -132,24 +142,11 @@ def test_two_process_ddp_on_cpu(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_two_job_multirun(tmp_path: Path) -> None:
-    sweep = tmp_path / "sweep"
-    proc = run_script(
-        "train.py",
-        "-m",
-        *TINY,
-        "model.n_layer=1,2",
-        "trainer.max_steps=3",
-        "trainer.val_check_interval=3",
-        f"hydra.sweep.dir={sweep}",
-        f"data.cache_dir={tmp_path / 'cache'}",
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_two_job_multirun(sweep: Path) -> None:
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     assert jobs == ["0", "1"]
-    for job, n_layer in (("0", 1), ("1", 2)):
+    for job, n_layer in (("0", 2), ("1", 1)):
         summary = json.loads((sweep / job / "metrics.json").read_text())
-        assert summary["status"] == "finished" and summary["steps"] == 3
+        assert summary["status"] == "finished" and summary["steps"] == 30
         assert f"model.n_layer={n_layer}" in summary["run_name"]
-    assert not (tmp_path / "outputs").exists()
+    assert not (sweep.parent / "outputs").exists()
