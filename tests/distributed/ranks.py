@@ -55,7 +55,7 @@ def train_two_ranks(jobs: Sequence[Job], what: str) -> None:
     with _quiet_env():  # inherited by the spawned processes
         plain = [(str(d), list(o)) for d, o in jobs]
         ctx = mp.start_processes(
-            _rank, args=(plain, _free_ports(len(jobs))), nprocs=2, join=False, start_method="spawn"
+            _rank, args=(plain, free_ports(len(jobs))), nprocs=2, join=False, start_method="spawn"
         )
         join(ctx, what)
 
@@ -84,7 +84,8 @@ def _rank(rank: int, jobs: list[tuple[str, list[str]]], ports: list[int]) -> Non
         train(validate(raw), raw, Path(run_dir))
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """n distinct free local ports (each job's rendezvous gets its own)."""
     socks = [socket.socket() for _ in range(n)]
     for s in socks:
         s.bind(("127.0.0.1", 0))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from tests.distributed.ranks import free_ports
 from tests.waiting import join
 
 pytestmark = [pytest.mark.multiproc, pytest.mark.slow]
@@ -97,16 +97,6 @@ def _worker(rank: int, root: Path, cache: Path, ports: list[int]) -> None:
         _train(resumed, cache, next(port), *strategy, f"trainer.max_steps={STEPS}", f"ckpt_path={ckpt}")
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """All runs, in two spawned processes (the token cache filled here first, once)."""
@@ -124,7 +114,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
             patch.setenv(key, value)
         for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"):
             patch.delenv(key, raising=False)
-        ports = _free_ports(3 * len(STRATEGIES))
+        ports = free_ports(3 * len(STRATEGIES))
         ctx = mp.start_processes(
             _worker, args=(root, cache, ports), nprocs=2, join=False, start_method="spawn"
         )
