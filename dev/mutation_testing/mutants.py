@@ -1097,6 +1097,10 @@ MUTANTS: list[Mutant] = [
     Mutant("cached_run_imports_pyarrow", "data/sources/blank.py", "import numpy as np\n",
            "import numpy as np\nimport pyarrow.compute as pc  # noqa: F401\n",
            "every run imports pyarrow (the stdlib listing reads sources.blank), cached tokens or not"),
+    # ---- short runs (r9, lead): fused AdamW on CPU, issue 48 item 5 ----
+    Mutant("adamw_loop_on_cpu", "training/optim.py", 'FUSED_ADAMW_DEVICES = ("cuda", "cpu")',
+           'FUSED_ADAMW_DEVICES = ("cuda",)',
+           "a CPU run steps AdamW as a Python loop over its tensors (4× the optimizer's time at `small`)"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -7,11 +7,12 @@ extra pass over the gradients), and records on the device, without a host sync, 
 bad, how many were, and which step and parameters were bad first/last. Under both policies the bad
 update is dropped, so the weights never take a NaN:
 
-- fused AdamW (what `build_adamw` uses on CUDA): the flag goes to the optimizer as `found_inf`, the
-  same mechanism GradScaler uses; the fused kernel then leaves parameters, both moments and the step
-  count untouched. No host sync. optim.name=muon on CUDA likewise (`MuonAdamW.takes_found_inf`:
-  fused AdamW, and Muon keeping weights and momentum by `torch.where` on the flag).
-- any other optimizer (CPU): the flag is read on the host and, when set, every `.grad` is set to None,
+- fused AdamW (what `build_adamw` uses on CUDA and CPU): the flag goes to the optimizer as
+  `found_inf`, the same mechanism GradScaler uses; the fused kernel then leaves parameters, both
+  moments and the step count untouched. No host sync. optim.name=muon likewise
+  (`MuonAdamW.takes_found_inf`: fused AdamW, and Muon keeping weights and momentum by `torch.where`
+  on the flag).
+- any other optimizer: the flag is read on the host and, when set, every `.grad` is set to None,
   which makes `optimizer.step` skip every parameter (state untouched). On a CPU nothing is queued
   asynchronously, so that read costs nothing; on a GPU with a non-fused optimizer it is one sync/step.
 
