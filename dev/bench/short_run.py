@@ -31,6 +31,7 @@ from typing import Any
 
 from dev.bench.child import REPO, run_child
 from dev.bench.corpus import local_text
+from gptlab.training.early_imports import WANDB_LAUNCH_INPUTS
 
 SHAKESPEARE = [
     "model.n_layer=6", "model.n_head=6", "model.n_embd=384", "model.block_size=256", "model.dropout=0.2",
@@ -177,12 +178,20 @@ def instrument(clock: PhaseClock) -> None:
     app.build_callbacks = lambda *a, **k: [Hooks(), *original_build(*a, **k)]
 
 
+def wandb_logger_on(overrides: list[str]) -> bool:
+    """Whether the run starts wandb, so train.py imports its launch models before Lightning
+    (gptlab.training.early_imports); the logger overrides the bench's callers use."""
+    off = {"logger=csv", "logger=none", "logger.wandb=false", "logger.mode=disabled"}
+    return not any(o.replace(" ", "") in off for o in overrides)
+
+
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """The run in this interpreter; the phase table as JSON."""
     clock = PhaseClock()
     imports: dict[str, float] = {}
     for module in (
         "torch",
+        *((WANDB_LAUNCH_INPUTS,) if wandb_logger_on(spec["overrides"]) else ()),  # train.py's early import
         *LIGHTNING_PULLS,
         "lightning",
         "hydra",

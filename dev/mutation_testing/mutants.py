@@ -1101,6 +1101,9 @@ MUTANTS: list[Mutant] = [
     Mutant("adamw_loop_on_cpu", "training/optim.py", 'FUSED_ADAMW_DEVICES = ("cuda", "cpu")',
            'FUSED_ADAMW_DEVICES = ("cuda",)',
            "a CPU run steps AdamW as a Python loop over its tensors (4× the optimizer's time at `small`)"),
+    Mutant("wandb_launch_imported_after_lightning", "training/early_imports.py",
+           "        importlib.import_module(WANDB_LAUNCH_INPUTS)\n", "        pass\n",
+           "wandb.init imports its launch models after Lightning's ~3,000 modules: ~1 CPU s more a run"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

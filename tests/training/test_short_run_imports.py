@@ -1,6 +1,7 @@
 """What a short run imports (issue 48 item 5, docs/performance.md "Short runs"): `datasets` costs ~0.5
 CPU s to import, pyarrow ~0.06, and they are needed only to pack a corpus, so a run whose tokens are
-cached imports none of them.
+cached imports none of them; wandb's launch models cost ~1 CPU s less imported before Lightning
+(gptlab.training.early_imports), so a run with the wandb logger imports them first.
 Checked in a fresh interpreter, which imports what train.py's path imports and prepares cached tokens of
 the default source (the stdlib, listed by data.resolve on every run) and of a text file (the streaming
 packer's source)."""
@@ -18,6 +19,13 @@ from tests.conftest import REPO
 
 CHILD = """
 import json, sys
+from types import SimpleNamespace as NS
+from gptlab.training.early_imports import WANDB_LAUNCH_INPUTS, import_before_lightning
+early = []  # train.py's order: wandb's launch models before Lightning, and only for a wandb logger
+for logger in (NS(wandb=False, mode="offline"), NS(wandb=True, mode="disabled"), NS(wandb=True, mode="offline")):
+    import_before_lightning(NS(logger=logger))
+    early.append([m in sys.modules for m in (WANDB_LAUNCH_INPUTS, "lightning")])
+print(json.dumps(early))
 import gptlab.training.app, gptlab.dashboards.cli  # what train.py's main imports
 from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
@@ -45,4 +53,7 @@ def test_a_run_on_cached_tokens_imports_no_datasets_nor_pyarrow(tmp_path: Path) 
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    *_, early, imported = proc.stdout.strip().splitlines()
+    assert json.loads(imported) == []
+    # csv only, wandb disabled: nothing imported; wandb on: its launch models, Lightning not yet
+    assert json.loads(early) == [[False, False], [False, False], [True, False]]
