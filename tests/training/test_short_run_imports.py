@@ -22,8 +22,8 @@ import json, sys
 from types import SimpleNamespace as NS
 from gptlab.training.early_imports import WANDB_LAUNCH_INPUTS, import_before_lightning
 early = []  # train.py's order: wandb's launch models before Lightning, and only for a wandb logger
-for logger in (NS(wandb=False, mode="offline"), NS(wandb=True, mode="disabled"), NS(wandb=True, mode="offline")):
-    import_before_lightning(NS(logger=logger))
+for wandb, mode in ((False, "offline"), (True, "disabled"), (True, "offline")):
+    import_before_lightning(NS(logger=NS(wandb=wandb, mode=mode)))
     early.append([m in sys.modules for m in (WANDB_LAUNCH_INPUTS, "lightning")])
 print(json.dumps(early))
 import gptlab.training.app, gptlab.dashboards.cli  # what train.py's main imports
