@@ -199,8 +199,8 @@ MUTANTS: list[Mutant] = [
     Mutant("job_subdir_not_pinned", "ablation/launch.py",
            'left.append((k, [*job, *extra, f"hydra.sweep.subdir={k}"]))', "left.append((k, [*job, *extra]))",
            "a re-run with gaps numbers its jobs consecutively: job 5 lands in job 2's directory"),
-    # Killed by tests/launcher/test_sweep_reruns.py's SIGTERM test (2 slots: the sweep waits out
-    # stop_timeout_s, then SIGKILLs the jobs, so none is preempted), never by tests/ablation/
+    # Killed by tests/launcher/test_sweep_reruns.py's SIGTERM test (2 slots: the jobs train on to their
+    # end while the sweep waits out stop_timeout_s, so none is preempted), never by tests/ablation/
     # test_sweep_resume.py: that sweep runs at slots=auto, 1 slot on CPU, so its jobs run in the sweep's
     # own process (Hydra's basic launcher) and its SIGTERM reaches Lightning directly; pool.py is unused.
     Mutant("sweep_sigterm_not_forwarded", "launcher/pool.py",
