@@ -199,6 +199,10 @@ MUTANTS: list[Mutant] = [
     Mutant("job_subdir_not_pinned", "ablation/launch.py",
            'left.append((k, [*job, *extra, f"hydra.sweep.subdir={k}"]))', "left.append((k, [*job, *extra]))",
            "a re-run with gaps numbers its jobs consecutively: job 5 lands in job 2's directory"),
+    # Killed by tests/launcher/test_sweep_reruns.py's SIGTERM test (2 slots: the jobs train on to their
+    # end while the sweep waits out stop_timeout_s, so none is preempted), never by tests/ablation/
+    # test_sweep_resume.py: that sweep runs at slots=auto, 1 slot on CPU, so its jobs run in the sweep's
+    # own process (Hydra's basic launcher) and its SIGTERM reaches Lightning directly; pool.py is unused.
     Mutant("sweep_sigterm_not_forwarded", "launcher/pool.py",
            "        for w in workers.values():\n            _kill_group(w.proc, signal.SIGTERM)\n",
            "        pass\n", "Ctrl-C / SIGTERM to a parallel sweep leaves its jobs without a checkpoint"),
@@ -1104,6 +1108,12 @@ MUTANTS: list[Mutant] = [
     Mutant("wandb_launch_imported_after_lightning", "training/early_imports.py",
            "        importlib.import_module(WANDB_LAUNCH_INPUTS)\n", "        pass\n",
            "wandb.init imports its launch models after Lightning's ~3,000 modules: ~1 CPU s more a run"),
+    # ---- tests that did not notice (r9-mutant-gaps): the BPE bench's cut on real text ----
+    Mutant("long_pieces_only_one_character_runs", "data/tokenizers/long_pieces.py",
+           'if b"a" * max_chars in marks:',
+           "if any(bytes([c]) * max_chars in raw for c in set(raw) - set(_ASCII_SPACE)):",
+           "only runs of one repeated character are cut: a 400-digit number, a long identifier or a"
+           " symbol row reaches the trainer whole"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

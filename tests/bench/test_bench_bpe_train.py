@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import string
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from dev.bench.bpe_train import python_sources_corpus
+from dev.bench.packing import SEP
 from gptlab.data.tokenizers.long_pieces import MAX_PIECE_CHARS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,17 +99,58 @@ def test_bench_bpe_train_ordinary_text_cut_and_uncut(generated: tuple[list[dict]
     assert [r["bytes_per_token"] for r in cut] == [r["bytes_per_token"] for r in uncut]
 
 
+# Long pre-tokens planted in the Python sources, each kept whole by GPT-2's split and longer than 256
+# characters: digits, mixed letters, a symbol row and accented letters are not one character repeated
+# (a check that looks for runs of one character misses them), then whitespace runs, ASCII and U+3000.
+_RNG = random.Random(37)
+PLANTED = {
+    "digits": " " + "".join(_RNG.choice("0123456789") for _ in range(400)),  # PI = 3141...
+    "letters": "".join(_RNG.choice(string.ascii_letters) for _ in range(520)),  # KEY = "xQe..."
+    "symbols": " " + "=-" * 300,  # # =-=-=-...
+    "accented": "".join(_RNG.choice("\u00e9\u00e0\u00fc\u00df\u00f8\u00f1") for _ in range(300)),
+    "indent": "\n" + " " * 699,  # then " pass"
+    "ideographic": "\u3000" * 299,  # then one more U+3000 before the closing quote
+}
+PLANTED_DOCS = [
+    f"PI = {PLANTED['digits'][1:]}\n",
+    f'KEY = "{PLANTED["letters"]}"\n',
+    f"x = 1\n#{PLANTED['symbols']}\n",
+    f'NAME = "{PLANTED["accented"]}"\n',
+    f"if x:{PLANTED['indent']} pass\n",
+    f'PAD = "{PLANTED["ideographic"]}\u3000"\n',
+]
+
+
+def _plant(path: Path, docs: list[str], within: int) -> None:
+    """`docs` inserted into the corpus at `path` between documents, spread over its first `within`
+    bytes (each one after a document's end), so that a sample of `within` bytes holds them all."""
+    base, sep = path.read_bytes(), f"\n{SEP}\n".encode()
+    room = within - sum(len(d.encode()) + len(sep) for d in docs)
+    parts, at = [], 0
+    for i, doc in enumerate(docs):
+        end = base.index(sep, max(at, i * room // len(docs))) + len(sep)
+        parts += [base[at:end], doc.encode(), sep]
+        at = end
+    path.write_bytes(b"".join(parts) + base[at:])
+
+
 @pytest.mark.slow
 def test_bench_bpe_train_python_sources_cut_and_uncut(tmp_path: Path) -> None:
     """On real text the cuts counted are those of its GPT-2 pre-tokens over 256 characters (counted
-    here with the `regex` module), none uncut. (Here the first 17 MiB hold three: digit strings of
-    364-451 characters in a test file of a site package; which files come first depends on the
-    interpreter's packages.)"""
+    here with the `regex` module), none uncut. The interpreter's own sources may hold none in the
+    sample (which files come first depends on its packages), so long pre-tokens of six kinds are
+    planted among them: the bench reuses the corpus file the test wrote (`--work`)."""
     regex = pytest.importorskip("regex")
-    rows, _ = _bench(tmp_path, "--corpus", "python-sources", "--sample-mib", "17", "--vocab-size", "300",
+    sample = 1 << 20
+    corpus = python_sources_corpus(tmp_path / "python_sources_5MiB.txt", sample + (4 << 20))
+    _plant(corpus, PLANTED_DOCS, sample)
+    rows, _ = _bench(tmp_path, "--corpus", "python-sources", "--sample-mib", "1", "--vocab-size", "300",
                      "--rounds", "1", "--trainers", "rustbpe", "--max-piece-chars", "256,none")  # fmt: skip
     pattern = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-    docs = (tmp_path / "python_sources_21MiB.txt").read_bytes()[: 17 << 20].split(b"<|endoftext|>")
+    docs = corpus.read_bytes()[:sample].split(SEP.encode())
     pieces = [p for d in docs for p in regex.findall(pattern, d.decode("utf-8", errors="ignore"))]
-    want = sum(-(-len(p) // 256) - 1 for p in pieces)
+    long = [p for p in pieces if len(p) > MAX_PIECE_CHARS]
+    assert [k for k, p in PLANTED.items() if p not in long] == []  # the sample holds every planted one
+    want = sum(-(-len(p) // MAX_PIECE_CHARS) - 1 for p in long)
+    assert want >= 9  # 1 + 2 + 2 + 1 + 2 + 1 cuts planted
     assert [r["cuts"] for r in rows] == [want, 0]
