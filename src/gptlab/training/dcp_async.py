@@ -86,7 +86,7 @@ def finish(
     AsyncSaveError (on every rank) when any rank's write failed."""
     error = pending.wait()
     if not agree(error is None):  # a collective: every rank raises, none swaps
-        here = f"on this rank: {type(error).__name__}: {error}" if error else "on another rank"
+        here = f"on this rank: {last_line(error)}" if error else "on another rank"
         raise AsyncSaveError(
             f"the asynchronous checkpoint save of {pending.path} failed ({here}); the previous "
             f"checkpoint there is kept, the partial write left in {pending.tmp}"
@@ -96,6 +96,13 @@ def finish(
     barrier("gptlab_dcp_async_done")
 
 
+def last_line(error: BaseException) -> str:
+    """What a failed write raised, in one line: DCP's CheckpointException carries each failing
+    rank's traceback, whose last line names the error."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(error).__name__
+
+
 def finish_quietly(pending: PendingSave, zero: bool, swap: Callable[[Path, Path], None]) -> None:
     """finish() while an exception unwinds the fit, with no collective on the training thread
     (another rank may be stuck in one of the training's): wait for this rank's write, and rank
@@ -103,7 +110,7 @@ def finish_quietly(pending: PendingSave, zero: bool, swap: Callable[[Path, Path]
     rank's write result and raises when any failed, so its success is everyone's."""
     error = pending.wait()
     if error is not None:
-        log.error("asynchronous checkpoint save of %s failed (%s); kept the previous", pending.path, error)
+        log.error("asynchronous save of %s failed (%s); kept the previous", pending.path, last_line(error))
         return
     if zero:
         swap(pending.tmp, pending.path)
