@@ -1107,7 +1107,7 @@ MUTANTS: list[Mutant] = [
            "a write that failed on one rank is swapped in (the ranks' outcome never agreed)"),
     Mutant("async_unfinished_at_teardown", "training/strategies.py",
            "            self.finish_pending_save()\n        finally:", "            pass\n        finally:",
-           "the end of fit leaves the last asynchronous save unfinished (never swapped in, its failure unseen)"),
+           "the end of fit leaves the last asynchronous save unfinished (not swapped in, a failure unseen)"),
     Mutant("async_requeue_save_asynchronous", "training/strategies.py",
            'return path.name.startswith("hpc_ckpt_") or', "return",
            "SLURM's requeue save returns before it is written (scontrol requeue kills the job next)"),
