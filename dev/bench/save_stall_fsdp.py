@@ -16,14 +16,13 @@ Rounds alternate the two ways. After the run the last asynchronous checkpoint is
 compared with the state it was taken from (the steps after it must not have leaked in).
 
     python -m dev.bench.save_stall_fsdp                       # GPT-2 124M: 1.5 GB a checkpoint in all
-    python -m dev.bench.save_stall_fsdp --shape tiny --rounds 1 --saves 2 --steps 1   # the test's
+    python -m dev.bench.save_stall_fsdp --shape tiny --ranks 1 --rounds 1 --saves 2   # the test's
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import socket
 import statistics
@@ -91,9 +90,9 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
     from gptlab.training import dcp_async
     from gptlab.training.strategies import swap_in
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=args.ranks)
     model, opt = _setup(args.shape)
     shape = SHAPES[args.shape]
     block, vocab = min(args.block, shape["block_size"]), shape["vocab_size"]
@@ -141,6 +140,7 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
         result["bytes"] = sum(f.stat().st_size for f in path.iterdir())
         (Path(out) / "result.json").write_text(json.dumps(result))
     dist.destroy_process_group()
+    torch.set_num_threads(threads)
 
 
 def _reload_equals(model: Any, opt: Any, path: Path, snapshot: dict[str, torch.Tensor]) -> bool:
@@ -162,12 +162,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--block", type=int, default=64, help="tokens per window")
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary folder)")
+    parser.add_argument("--ranks", type=int, default=2, help="1: in this process, no spawn (the test)")
     args = parser.parse_args(argv)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with tempfile.TemporaryDirectory(dir=args.dir) as out:
-        mp.start_processes(_rank, args=(args, port, out), nprocs=2, start_method="spawn")
+        if args.ranks == 1:
+            _rank(0, args, port, out)
+        else:
+            mp.start_processes(_rank, args=(args, port, out), nprocs=args.ranks, start_method="spawn")
         result = json.loads((Path(out) / "result.json").read_text())
     result.update(shape=args.shape, steps=args.steps)
     for mode in MODES:
