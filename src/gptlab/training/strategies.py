@@ -25,6 +25,7 @@ from lightning.fabric.plugins.environments import (
     TorchElasticEnvironment,
 )
 from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, Strategy
+from lightning.pytorch.trainer.states import TrainerStatus
 
 from gptlab.config import STRATEGIES, TrainerConfig
 from gptlab.training import dcp_async
@@ -92,7 +93,7 @@ class FSDP2Strategy(ModelParallelStrategy):
         if self.is_global_zero and tmp.exists():
             shutil.rmtree(tmp)  # left by a save that was interrupted
         self.barrier("gptlab_dcp_save_start")
-        if self.async_save and not must_save_now(path):
+        if self.async_save and self._fit_running() and not must_save_now(path):
             self._start_async(checkpoint, tmp, path)
             return
         super().save_checkpoint(checkpoint, tmp, storage_options)
@@ -100,6 +101,12 @@ class FSDP2Strategy(ModelParallelStrategy):
         if self.is_global_zero:
             swap_in(tmp, path)
         self.barrier("gptlab_dcp_save_done")
+
+    def _fit_running(self) -> bool:
+        """A save outside a running fit (trainer.save_checkpoint after it) has no teardown after it
+        to finish it: it stays synchronous."""
+        trainer = getattr(self.lightning_module, "_trainer", None)
+        return trainer is not None and trainer.state.status == TrainerStatus.RUNNING
 
     def _start_async(self, checkpoint: dict[str, Any], tmp: Path, path: Path) -> None:
         """What ModelParallelStrategy.save_checkpoint writes (the model's and each optimizer's
