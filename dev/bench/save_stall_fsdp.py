@@ -9,7 +9,8 @@ gathered as Lightning gathers them, plus rank zero's meta.pt) into `last/`:
 - async: `dcp_async.finish` of the save before (wait, agree, swap), then `dcp_async.start` (stage a
   host copy, hand the write to DCP's thread); the last save is finished at the end, as at teardown.
 A save's stall is the training thread's time inside these calls (state gathering included), rank
-zero's clock; "cycle" is the wall time of the save plus the `--steps` steps after it: on a machine
+zero's clock ("wait": the part spent finishing the save before, i.e. waiting for its write);
+"cycle" is the wall time of the save plus the `--steps` steps after it: on a machine
 with fewer free cores than ranks the background write takes its CPU from the training steps, which
 that shows.
 Rounds alternate the two ways. After the run the last asynchronous checkpoint is loaded back and
@@ -99,7 +100,7 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
     _step(model, opt, args.batch, block, vocab)  # AdamW's moments exist from here on
     zero, folder, group = rank == 0, Path(out) / "ckpt", dcp_async.save_group()
     path, tmp = folder / "last", folder / ".last.tmp"
-    result: dict[str, Any] = {m: {"stall": [], "cycle": []} for m in MODES}
+    result: dict[str, Any] = {m: {"stall": [], "cycle": [], "wait": []} for m in MODES}
     barrier = lambda _name: dist.barrier()  # noqa: E731
     snapshot: dict[str, torch.Tensor] = {}
     for _ in range(args.rounds):
@@ -109,6 +110,7 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
                 t0 = time.perf_counter()
                 if pending is not None:
                     dcp_async.finish(pending, _agree, barrier, zero, swap_in)
+                result[mode]["wait"].append(time.perf_counter() - t0)  # for the save before
                 if zero and tmp.exists():
                     shutil.rmtree(tmp)
                 dist.barrier()
@@ -133,6 +135,7 @@ def _rank(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
             if pending is not None:  # the end of fit: finished in teardown
                 t0 = time.perf_counter()
                 dcp_async.finish(pending, _agree, barrier, zero, swap_in)
+                result[mode]["wait"].append(time.perf_counter() - t0)
                 result[mode]["stall"][-1] += time.perf_counter() - t0
                 result[mode]["cycle"][-1] += time.perf_counter() - t0
     result["async_equals_its_snapshot"] = _reload_equals(model, opt, path, snapshot)
@@ -182,6 +185,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"({', '.join(f'{x:.2f}' for x in stall)}); cycle of {args.steps} steps + save "
             f"{statistics.median(cycle):7.2f} s median"
         )
+    waits = result["async"]["wait"]
+    print(f"async: of it, waiting for the write before: {', '.join(f'{x:.2f}' for x in waits)} s")
     print(f"checkpoint {result['bytes'] / 1e9:.3f} GB; the async checkpoint equals its snapshot: "
           f"{result['async_equals_its_snapshot']}")  # fmt: skip
     print(json.dumps(result))

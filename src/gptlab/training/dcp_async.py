@@ -9,9 +9,9 @@ wait for it: a failed write is never swapped in, so the previous checkpoint stay
 What differs between the torch releases gptlab runs on (2.11 on the lent GPU image, 2.13 here):
 `async_save` returns a `Future` or, with an asynchronous stager, an `AsyncSaveResponse` whose
 `upload_completion` is the write; both are accepted. The stage is the storage writer's own
-(`FileSystemWriter` is a `BlockingAsyncStager` from torch 2.4 on: a fresh CPU copy of every tensor,
-CPU ones included), not `async_save`'s default, which older releases made with `.to("cpu")`: on a
-CPU run that is the live tensor, and the next optimizer steps would race the write.
+(in torch 2.13 `FileSystemWriter` is a `BlockingAsyncStager`: a fresh CPU copy of every tensor, CPU
+ones included), not `async_save`'s default, which some releases made with `.to("cpu")`: on a CPU
+run that is the live tensor, and the next optimizer steps would race the write.
 """
 
 from __future__ import annotations
