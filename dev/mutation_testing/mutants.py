@@ -1114,6 +1114,20 @@ MUTANTS: list[Mutant] = [
            "if any(bytes([c]) * max_chars in raw for c in set(raw) - set(_ASCII_SPACE)):",
            "only runs of one repeated character are cut: a 400-digit number, a long identifier or a"
            " symbol row reaches the trainer whole"),
+    # ---- r9-dcp-async: FSDP2 saves off the training thread (trainer.fsdp.async_save, issue 43 item 2) ----
+    Mutant("async_swapped_before_written", "training/strategies.py",
+           "        self._pending = dcp_async.PendingSave(future, tmp, path)\n",
+           "        if self.is_global_zero:\n            swap_in(tmp, path)\n        self._pending = None\n",
+           "the staged directory is swapped in before its write completed"),
+    Mutant("async_failed_write_swapped", "training/dcp_async.py",
+           "    if not agree(error is None):", "    if not agree(True):",
+           "a write that failed on one rank is swapped in (the ranks' outcome never agreed)"),
+    Mutant("async_unfinished_at_teardown", "training/strategies.py",
+           "            self.finish_pending_save()\n        finally:", "            pass\n        finally:",
+           "the end of fit leaves the last asynchronous save unfinished (not swapped in, a failure unseen)"),
+    Mutant("async_requeue_save_asynchronous", "training/strategies.py",
+           'return path.name.startswith("hpc_ckpt_") or', "return",
+           "SLURM's requeue save returns before it is written (scontrol requeue kills the job next)"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

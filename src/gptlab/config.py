@@ -32,6 +32,9 @@ class FSDPConfig:
     # with trainer.precision=bf16-mixed (on a GPU or on CPU/gloo): bf16 parameters in forward and
     # backward, fp32 gradient reduction (FSDP2's MixedPrecisionPolicy); false: autocast only
     mixed_precision: bool = True
+    # checkpoint saves off the training thread (DCP's async_save; docs/performance.md): a save stages
+    # a host copy of the rank's shards and returns, the next save or the end of fit swaps it in
+    async_save: bool = False
     # replaced by model.activation_checkpointing (per block, for every strategy): kept only to say so
     activation_checkpointing: Any = None
 
@@ -71,6 +74,11 @@ class TrainerConfig:
                 "steps, an integer >= 1 (the LR schedule decays over it)"
             )
         check_interval("trainer.val_check_interval", self.val_check_interval)
+        if self.fsdp.async_save and self.strategy != "fsdp":
+            raise ValueError(
+                f"trainer.fsdp.async_save=true needs trainer.strategy=fsdp, not {self.strategy!r}: only "
+                "FSDP2's sharded checkpoint is written asynchronously; use trainer=fsdp or drop it"
+            )
 
 
 @dataclass

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import built_once, shared_root
 
-from .helpers import GLOBAL_BATCH, REPO, TWO_CPU, Run, common, run, train_cmd
+from .helpers import GLOBAL_BATCH, REPO, TWO_CPU, Run, common, run, spawned_dir, train_cmd
 from .ranks import train_once, train_two_ranks
 
 RUN_JSON = (  # a Run as built_once keeps it
@@ -57,9 +57,9 @@ def _single_run(dist_root: Path, cache: Path) -> Path:
 @pytest.fixture(scope="session")
 def spawned_runs(tmp_path_factory: pytest.TempPathFactory, dist_root: Path, cache: Path) -> dict[str, Path]:
     """The two-rank runs that are not about the command line (test_moe_ddp, test_mup_strategies,
-    test_muon_ddp, test_fsdp_checkpoint: each module's two_rank_jobs), "<module>/<run>" -> run dir,
-    all six on one pair of ranks spawned once (tests/distributed/ranks.py): one import per rank
-    for them all instead of one per rank and run."""
+    test_muon_ddp, test_fsdp_checkpoint: each module's two_rank_jobs, and its TWO_RANK_WRAPS),
+    "<module>/<run>" -> run dir, all eight on one pair of ranks spawned once
+    (tests/distributed/ranks.py): one import per rank for them all instead of one per rank and run."""
     return built_once(
         tmp_path_factory,
         "dist-spawned-runs",
@@ -83,8 +83,13 @@ def _spawned_runs(dist_root: Path, cache: Path) -> dict[str, Path]:
         for label, module in modules.items()
         for name, overrides in module.two_rank_jobs(cache).items()
     }
-    out = {name: dist_root / "spawned" / name for name in jobs}
-    train_two_ranks([(out[name], jobs[name]) for name in jobs], "the spawned two-rank runs")
+    out = {name: spawned_dir(cache, name) for name in jobs}
+    wraps = {
+        out[f"{label}/{name}"]: wrap
+        for label, module in modules.items()
+        for name, wrap in getattr(module, "TWO_RANK_WRAPS", {}).items()
+    }
+    train_two_ranks([(out[name], jobs[name]) for name in jobs], "the spawned two-rank runs", wraps)
     return out
 
 

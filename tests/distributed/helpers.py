@@ -94,6 +94,12 @@ def run(args: list[str], cwd: Path) -> Run:
     return Run(args, proc.returncode, proc.stdout, cwd)
 
 
+def spawned_dir(cache: Path, name: str) -> Path:
+    """The run dir of the spawned two-rank run "<module>/<run>" (conftest.spawned_runs), beside the
+    session's token cache: a job may resume from an earlier job's checkpoint there."""
+    return cache.parent / "spawned" / name
+
+
 def train_cmd(*overrides: str) -> list[str]:
     return [sys.executable, str(REPO / "train.py"), *overrides]
 

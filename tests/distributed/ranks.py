@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,9 @@ from tests.waiting import join
 
 LAUNCH_VARS = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK")
 Job = tuple[Path, Sequence[str]]  # (run dir, the Hydra overrides of train.py's command line)
+# entered around a job's train() on each spawned rank (a module-level function: spawn pickles it by
+# name): what the test injects there, e.g. a failing storage write, and the error it expects
+Wrap = Callable[[], AbstractContextManager[object]]
 
 
 def train_once(run_dir: Path, overrides: Sequence[str]) -> dict:
@@ -42,9 +45,10 @@ def train_once(run_dir: Path, overrides: Sequence[str]) -> dict:
             torch.use_deterministic_algorithms(deterministic)
 
 
-def train_two_ranks(jobs: Sequence[Job], what: str) -> None:
-    """Each job on two gloo ranks (LOCAL_RANK 0 and 1), in order, in one pair of spawned processes;
-    each job's token cache filled here first (two ranks would race to write it)."""
+def train_two_ranks(jobs: Sequence[Job], what: str, wraps: dict[Path, Wrap] | None = None) -> None:
+    """Each job on two gloo ranks (LOCAL_RANK 0 and 1), in order, in one pair of spawned processes
+    (a later job may resume from an earlier one's checkpoint); each job's token cache filled here
+    first (two ranks would race to write it); `wraps`: run dir -> Wrap, for the jobs that have one."""
     from gptlab.compose import compose_raw
     from gptlab.data.datamodule import TokenDataModule
     from gptlab.training.app import validate
@@ -53,7 +57,7 @@ def train_two_ranks(jobs: Sequence[Job], what: str) -> None:
         cfg = validate(compose_raw(list(overrides))[0])
         TokenDataModule(cfg.data, block_size=cfg.model.block_size, seed=cfg.seed).prepare()
     with _quiet_env():  # inherited by the spawned processes
-        plain = [(str(d), list(o)) for d, o in jobs]
+        plain = [(str(d), list(o), (wraps or {}).get(d)) for d, o in jobs]
         ctx = mp.start_processes(
             _rank, args=(plain, free_ports(len(jobs))), nprocs=2, join=False, start_method="spawn"
         )
@@ -71,17 +75,18 @@ def _quiet_env() -> Iterator[None]:
         yield
 
 
-def _rank(rank: int, jobs: list[tuple[str, list[str]]], ports: list[int]) -> None:
+def _rank(rank: int, jobs: list[tuple[str, list[str], Wrap | None]], ports: list[int]) -> None:
     """Rank `rank` of every job, in order, each job on its own port."""
     from gptlab.compose import compose_raw
     from gptlab.training.app import train, validate
 
     os.environ.update(MASTER_ADDR="127.0.0.1", WORLD_SIZE="2", NODE_RANK="0", LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
-    for (run_dir, overrides), port in zip(jobs, ports, strict=True):
+    for (run_dir, overrides, wrap), port in zip(jobs, ports, strict=True):
         os.environ["MASTER_PORT"] = str(port)
         raw = compose_raw(overrides)[0]
-        train(validate(raw), raw, Path(run_dir))
+        with wrap() if wrap else nullcontext():
+            train(validate(raw), raw, Path(run_dir))
 
 
 def free_ports(n: int) -> list[int]:

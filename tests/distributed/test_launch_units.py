@@ -209,3 +209,31 @@ def test_consolidate_refuses_what_is_not_a_distributed_checkpoint(tmp_path: Path
     with pytest.raises(FileNotFoundError, match=r"lacks \.metadata"):
         mod.consolidate(tmp_path / "half", tmp_path / "o.pt")
     assert not (tmp_path / "o.pt").exists()
+
+
+# ---- trainer.fsdp.async_save: which saves may leave the training thread -----------------------
+def test_requeue_and_unwinding_saves_stay_synchronous(tmp_path: Path) -> None:
+    """SLURM's requeue save (named by Lightning itself), a save while an exception unwinds the fit
+    (the SIGTERM save) and one outside a fit are on disk when they return; a validation's may not be."""
+    from concurrent.futures import Future
+
+    from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
+
+    from gptlab.config import FSDPConfig
+    from gptlab.training.dcp_async import upload_future
+    from gptlab.training.strategies import must_save_now
+
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, default_root_dir=str(tmp_path))
+    requeue = Path(trainer._checkpoint_connector.hpc_save_path(str(tmp_path)))
+    assert must_save_now(requeue) and not must_save_now(tmp_path / "last.ckpt")
+    try:
+        raise SystemExit(143)
+    except SystemExit:
+        assert must_save_now(tmp_path / "last.ckpt")
+    strategy = build_strategy(TrainerConfig(strategy="fsdp", fsdp=FSDPConfig(async_save=True)), 2)
+    assert strategy.async_save and not build_strategy(TrainerConfig(strategy="fsdp"), 2).async_save
+    assert not strategy._fit_running()  # no fit, no teardown to finish a save: it stays synchronous
+    # torch 2.13 returns a Future, or with an asynchronous stager an AsyncSaveResponse (2.11 too)
+    staged, written = Future(), Future()
+    assert upload_future(written) is written
+    assert upload_future(AsyncSaveResponse(staging_completion=staged, upload_completion=written)) is written

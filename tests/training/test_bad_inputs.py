@@ -86,6 +86,12 @@ ROWS = [
         r"model\.activation_checkpointing=none\|full\|selective \(every strategy\)",
     ),
     (
+        "async_save_without_fsdp",
+        ["trainer.fsdp.async_save=true"],
+        r"error: trainer\.fsdp\.async_save=true needs trainer\.strategy=fsdp, not 'auto': only FSDP2's "
+        r"sharded checkpoint is written asynchronously; use trainer=fsdp or drop it",
+    ),
+    (
         "bad_nonfinite_policy",
         ["callbacks.on_nonfinite=ignore"],
         r"error: callbacks\.on_nonfinite='ignore' is not accepted; choose one of stop, skip",

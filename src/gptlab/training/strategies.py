@@ -2,7 +2,8 @@
 
 FSDP2 runs through Lightning's ModelParallelStrategy (data parallel = world size, tensor parallel =
 1), subclassed so that its distributed checkpoint (a directory: one shard file per rank plus
-Lightning's `meta.pt`) is written atomically and resumes through the module's checkpoint checks.
+Lightning's `meta.pt`) is written atomically and resumes through the module's checkpoint checks;
+with trainer.fsdp.async_save the write runs off the training thread (gptlab.training.dcp_async).
 Under SLURM the strategy carries Lightning's SLURMEnvironment with auto-requeue on SIGUSR1.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import logging
 import shutil
 import signal
+import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +25,10 @@ from lightning.fabric.plugins.environments import (
     TorchElasticEnvironment,
 )
 from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy, Strategy
+from lightning.pytorch.trainer.states import TrainerStatus
 
 from gptlab.config import STRATEGIES, TrainerConfig
+from gptlab.training import dcp_async
 
 log = logging.getLogger(__name__)
 REQUEUE_SIGNAL = signal.SIGUSR1  # what `#SBATCH --signal=USR1@<seconds>` sends before the time limit
@@ -54,6 +59,7 @@ def build_strategy(cfg: TrainerConfig, devices: int) -> Strategy | str:
             data_parallel_size=world_size(cfg, devices),
             tensor_parallel_size=1,
             save_distributed_checkpoint=True,
+            async_save=cfg.fsdp.async_save,
         )
         strategy.cluster_environment = env
         return strategy
@@ -64,33 +70,89 @@ def build_strategy(cfg: TrainerConfig, devices: int) -> Strategy | str:
 
 
 class FSDP2Strategy(ModelParallelStrategy):
-    """ModelParallelStrategy with atomic distributed checkpoints that resume through on_load_checkpoint."""
+    """ModelParallelStrategy with atomic distributed checkpoints that resume through on_load_checkpoint,
+    written off the training thread when `async_save` (finished at the next save and at teardown)."""
+
+    def __init__(self, *args: Any, async_save: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.async_save = async_save
+        self._pending: dcp_async.PendingSave | None = None
+        self._save_group: Any = None  # made by the first asynchronous save, on every rank
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], filepath: Any, storage_options: Any | None = None
     ) -> None:
-        """Write the shards to `.<name>.tmp`, then swap the directory in (rank zero, after all wrote)."""
+        """Write the shards to `.<name>.tmp`, then swap the directory in (rank zero, after all wrote);
+        asynchronously, the swap waits for the next save or teardown."""
         if not self._save_distributed_checkpoint:
             super().save_checkpoint(checkpoint, filepath, storage_options)
             return
+        self.finish_pending_save()  # the one before is whole (or refused) before another starts
         path = Path(self.broadcast(str(filepath)))
         tmp = path.with_name(f".{path.name}.tmp")
         if self.is_global_zero and tmp.exists():
             shutil.rmtree(tmp)  # left by a save that was interrupted
         self.barrier("gptlab_dcp_save_start")
+        if self.async_save and self._fit_running() and not must_save_now(path):
+            self._start_async(checkpoint, tmp, path)
+            return
         super().save_checkpoint(checkpoint, tmp, storage_options)
         self.barrier("gptlab_dcp_save_written")
         if self.is_global_zero:
             swap_in(tmp, path)
         self.barrier("gptlab_dcp_save_done")
 
+    def _fit_running(self) -> bool:
+        """A save outside a running fit (trainer.save_checkpoint after it) has no teardown after it
+        to finish it: it stays synchronous."""
+        trainer = getattr(self.lightning_module, "_trainer", None)
+        return trainer is not None and trainer.state.status == TrainerStatus.RUNNING
+
+    def _start_async(self, checkpoint: dict[str, Any], tmp: Path, path: Path) -> None:
+        """What ModelParallelStrategy.save_checkpoint writes (the model's and each optimizer's
+        shards through DCP, the rest as rank zero's meta.pt), with DCP's write in a thread."""
+        if self._save_group is None:
+            self._save_group = dcp_async.save_group()
+        state = {"state_dict": checkpoint.pop("state_dict")}
+        state.update({f"optimizer_{i}": s for i, s in enumerate(checkpoint.pop("optimizer_states", []))})
+        future = dcp_async.start(state, checkpoint, tmp, self._save_group, self.is_global_zero)
+        self._pending = dcp_async.PendingSave(future, tmp, path)
+
+    def finish_pending_save(self) -> None:
+        """Complete the save in flight, if any: every rank waits for its write, the ranks agree all
+        succeeded, rank zero swaps it in (raises AsyncSaveError, swapping nothing, when one failed).
+        While an exception unwinds the fit, no collective: rank zero swaps on its own outcome."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        if sys.exc_info()[1] is not None:
+            dcp_async.finish_quietly(pending, self.is_global_zero, swap_in)
+            return
+        agree = partial(self.reduce_boolean_decision, all=True)
+        dcp_async.finish(pending, agree, self.barrier, self.is_global_zero, swap_in)
+
+    def teardown(self) -> None:
+        """The last save is finished before anything reads it (end of fit, or an exception)."""
+        try:
+            self.finish_pending_save()
+        finally:
+            super().teardown()
+
     def load_checkpoint(self, checkpoint_path: Any, weights_only: bool | None = None) -> dict[str, Any]:
         """Lightning loads a distributed checkpoint's weights straight into the model and hands the
         hooks only `meta.pt`; give on_load_checkpoint the state it now holds so its checks run."""
+        self.finish_pending_save()
         checkpoint = super().load_checkpoint(checkpoint_path, weights_only=weights_only)
         if "state_dict" not in checkpoint and self.lightning_module is not None:
             checkpoint["state_dict"] = self.lightning_module.state_dict()
         return checkpoint
+
+
+def must_save_now(path: Path) -> bool:
+    """A save that must be on disk when it returns, even with async_save: SLURM's requeue save
+    (Lightning's `hpc_ckpt_<n>.ckpt`: `scontrol requeue` follows, then the job is killed), and any
+    save made while an exception unwinds the fit (the SIGTERM preemption save: the process exits)."""
+    return path.name.startswith("hpc_ckpt_") or sys.exc_info()[1] is not None
 
 
 def swap_in(new: Path, path: Path) -> None:

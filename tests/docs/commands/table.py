@@ -251,6 +251,8 @@ COMMANDS: dict[str, str] = {
     ),
     # docs/optim.md
     "python -m dev.bench.save_stall": "tests/bench/test_bench_save_stall.py::test_save_stall_times_both_ways",
+    "python -m dev.bench.save_stall_fsdp": "tests/bench/test_bench_save_stall_fsdp.py::test_fsdp_save_stall_times_both_ways",
+    "python -m dev.bench.save_stall_fsdp --rounds 1": "tests/bench/test_bench_save_stall_fsdp.py::test_fsdp_save_stall_times_both_ways",
     "python -m dev.bench.muon_step": "tests/bench/test_bench_muon.py::test_bench_muon_prints_both_rows",
     "python train.py optim=muon": "tests/training/test_muon.py::test_optim_muon_trains_the_default_run_shortened",
     "python train.py -m experiment=ablate_optim_quick hydra.launcher.slots=2 hydra.launcher.threads=1": (
