@@ -128,7 +128,7 @@ MUTANTS: list[Mutant] = [
            "range(first, first + self.global_batch", "every rank reads rank 0's batches"),
     # --- issue 14: attention telemetry, z-loss, qk-norm, spike forensics ---
     Mutant("attn_logit_unscaled", "training/callbacks/attention_stats.py",
-           "(q[b : b + step].float() * scale)", "(q[b : b + step].float())",
+           "qs, kb = q[b : b + step].float() * scale,", "qs, kb = q[b : b + step].float(),",
            "attention logits logged without the 1/sqrt(d_head)"),
     Mutant("z_loss_dropped", "training/module.py", "return ce + coef * z", "return ce",
            "optim.z_loss logged but never trained on"),
@@ -757,7 +757,7 @@ MUTANTS: list[Mutant] = [
            "not (every is not None and (i + 1) % every == 0)", "not (every is not None and i % every == 0)",
            "the NoPE layers are i % k == 0 (layer 0 first), not (i+1) % k == 0"),
     Mutant("attn_sink_counts_row_zero", "training/callbacks/attention_stats.py",
-           "sink += p[..., 1:, 0].sum(dtype=torch.float64)", "sink += p[..., :, 0].sum(dtype=torch.float64)",
+           "lo = max(r0, 1)  # the sink's rows t >= 1", "lo = r0  # the sink's rows t >= 1",
            "the sink's sum takes row 0 (always 1) while its count excludes it"),
     Mutant("attn_stats_uncapped", "training/callbacks/telemetry.py",
            "attention_stats(q, k, attn.scale, attn.softcap, mask)",
@@ -1097,6 +1097,25 @@ MUTANTS: list[Mutant] = [
     Mutant("cached_run_imports_pyarrow", "data/sources/blank.py", "import numpy as np\n",
            "import numpy as np\nimport pyarrow.compute as pc  # noqa: F401\n",
            "every run imports pyarrow (the stdlib listing reads sources.blank), cached tokens or not"),
+    # ---- telemetry's cost (r9-telemetry-cost): the log step's cheaper attention, logit and update sums ----
+    Mutant("attn_stats_row_blocks_drop_last", "training/callbacks/attention_stats.py",
+           "bounds = [round(T * (i + 1) / n) for i in range(n)]",
+           "bounds = [round(T * (i + 1) / n) for i in range(n - 1)] or [T]",
+           "the attention statistics skip the last block of query rows (their entropy and sink unsummed)"),
+    Mutant("attn_entropy_not_normalised", "training/callbacks/attention_stats.py",
+           "(z.log() - torch.linalg.vecdot(e, s) / z)", "(z.log() - torch.linalg.vecdot(e, s))",
+           "the entropy from log Z subtracts Σ e·(s − m) without dividing by Z"),
+    Mutant("attn_entropy_hidden_nan", "training/callbacks/attention_stats.py",
+           "            s.masked_fill_(off, 0.0)  # e = 0 there", "            pass  # e = 0 there",
+           "hidden pairs enter the entropy as 0·(-inf): NaN"),
+    Mutant("logit_moments_norm_not_squared", "training/module.py",
+           "torch.linalg.vector_norm(flat, dim=-1).double().pow(2).sum()",
+           "torch.linalg.vector_norm(flat, dim=-1).double().sum()",
+           "logits/std from Σ‖row‖ instead of Σ x²"),
+    Mutant("update_sq_columns_shifted", "training/callbacks/telemetry_metrics.py",
+           "(self.member if cols is None else self.member[:, cols])",
+           "(self.member if cols is None else self.member[:, : len(cols)])",
+           "the block parameters' ΔW² summed into the groups of the first parameters (the embedding's)"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
