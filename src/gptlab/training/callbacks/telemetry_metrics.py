@@ -64,8 +64,7 @@ class GroupIndex:
         blocks = [g for g in groups if re.fullmatch(r"block_\d+", g)]
         alphas = [(site, j) for j, name in enumerate(names) if (site := dyt_site(name)) is not None]
         numel = torch.tensor([float(local(p).numel()) for p in params], dtype=torch.float64)
-        block_cols = member[[index[b] for b in blocks]].sum(dim=0) if blocks else member.new_zeros(len(names))
-        updated = [j for j in range(len(names)) if block_cols[j] > 0]
+        updated = [j for j, name in enumerate(names) if any(g in blocks for g in group_names(name))]
         return cls(
             params=params,
             names=names,
