@@ -18,7 +18,7 @@ callbacks, telemetry logging every `every` steps) and clocks, with `time.process
 Clocks nest (a hook's time includes the pieces inside it). Per step: the median over the steps of a
 kind (plain, log, attention log) of the CPU time of every piece that ran in that step.
 
-    python -m dev.bench.callback_costs --steps 40 bench.tokenize=false
+    python -m dev.bench.callback_costs --steps 20
     python -m dev.bench.callback_costs --steps 40 model.norm=layernorm model.ffn=gelu model.pos_emb=learned
 """
 
@@ -43,7 +43,9 @@ class Clocks:
 
     def __init__(self) -> None:
         self.where: Callable[[], int] = lambda: -1  # the step in progress (0-based)
-        self.cost: dict[int, dict[str, float]] = collections.defaultdict(lambda: collections.defaultdict(float))
+        self.cost: dict[int, dict[str, float]] = collections.defaultdict(
+            lambda: collections.defaultdict(float)
+        )
         self.calls: dict[int, dict[str, int]] = collections.defaultdict(lambda: collections.defaultdict(int))
         self.step_cpu: dict[int, float] = {}
         self.attention: set[int] = set()
@@ -95,47 +97,57 @@ class Instrument(L.Callback):
         module_mod.logit_moments = c.wrap("    module.logit_moments", module_mod.logit_moments)
         for logger in trainer.loggers:
             c.patch(logger, "log_metrics", f"  {type(logger).__name__}.log_metrics")
-        for name in ("training_step", "_token_objective", "on_train_batch_end", "configure_gradient_clipping", "log"):
+        for name in (
+            "training_step",
+            "_token_objective",
+            "on_train_batch_end",
+            "configure_gradient_clipping",
+            "log",
+        ):
             c.patch(pl_module, name, f"module.{name}")
         c.patch(pl_module.nonfinite, "total_norm", "  module.nonfinite.total_norm")
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: Any, batch: Any, batch_idx: int) -> None:
         telemetry = getattr(self, "_telemetry", None)
         if telemetry is not None and telemetry._is_log_step(trainer):
-            due = trainer.global_step in telemetry.forced or len(telemetry.history) % telemetry.attention_every == 0
+            due = (
+                trainer.global_step in telemetry.forced
+                or len(telemetry.history) % telemetry.attention_every == 0
+            )
             if due and telemetry.attention:
                 self.clocks.attention.add(trainer.global_step)
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int) -> None:
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: Any, outputs: Any, batch: Any, i: int
+    ) -> None:
         now = time.process_time()
         if self._t0 is not None:
             self.clocks.step_cpu[trainer.global_step - 1] = now - self._t0
         self._t0 = now
 
 
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
 def report(clocks: Clocks, every: int, warmup: int) -> str:
     """The table: median CPU ms per step of each piece, by kind of step."""
     steps = sorted(s for s in clocks.step_cpu if s >= warmup)
+    log = [s for s in steps if (s + 1) % every == 0]
     kinds = {
         "plain": [s for s in steps if (s + 1) % every != 0],
-        "log": [s for s in steps if (s + 1) % every == 0 and s not in clocks.attention],
-        "attention log": [s for s in steps if (s + 1) % every == 0 and s in clocks.attention],
+        "log": [s for s in log if s not in clocks.attention],
+        "attention log": [s for s in log if s in clocks.attention],
     }
     names = list(dict.fromkeys(n for s in steps for n in clocks.cost[s]))  # first call first
-    head = f"{'piece':52s}" + "".join(f"{k + f' ({len(v)})':>20s}" for k, v in kinds.items())
-    lines = [head, "-" * len(head)]
-
-    def med(name: str, which: list[int], table: dict[int, dict[str, Any]]) -> float:
-        return statistics.median(table[s].get(name, 0) for s in which) if which else float("nan")
-
-    lines.append(
-        f"{'whole step (CPU ms)':52s}"
-        + "".join(f"{(statistics.median(clocks.step_cpu[s] for s in v) * 1e3 if v else float('nan')):>20.2f}" for v in kinds.values())
-    )
+    head = f"{'piece':52s}" + "".join(f"{f'{k} ({len(v)})':>20s}" for k, v in kinds.items())
+    whole = [_median([clocks.step_cpu[s] * 1e3 for s in v]) for v in kinds.values()]
+    lines = [head, "-" * len(head), f"{'whole step (CPU ms)':52s}" + "".join(f"{w:>20.2f}" for w in whole)]
     for n in names:
         row = f"{n:52s}"
         for v in kinds.values():
-            ms, calls = med(n, v, clocks.cost) * 1e3, med(n, v, clocks.calls)
+            ms = _median([clocks.cost[s].get(n, 0.0) * 1e3 for s in v])
+            calls = _median([clocks.calls[s].get(n, 0) for s in v])
             row += f"{ms:>13.3f} ×{calls:<5.0f}"
         lines.append(row)
     return "\n".join(lines)
@@ -162,14 +174,22 @@ def main(argv: Sequence[str]) -> int:
     clocks = Clocks()
     with tempfile.TemporaryDirectory() as tmp, quiet():
         lightning_run(
-            cfg, model_cfg, torch.device("cpu"), "cpu", args.every, args.warmup, args.steps, Path(tmp),
+            cfg,
+            model_cfg,
+            torch.device("cpu"),
+            "cpu",
+            args.every,
+            args.warmup,
+            args.steps,
+            Path(tmp),
             extra=[Instrument(clocks)],
         )
     print("command: python -m dev.bench.callback_costs " + " ".join(argv))
+    m = model_cfg
     print(
-        f"model: L={model_cfg.n_layer} d={model_cfg.n_embd} T={model_cfg.block_size} V={model_cfg.vocab_size} "
-        f"batch {cfg.data.batch_size}; {args.threads} thread(s); telemetry every {args.every}; "
-        f"CPU ms per step (time.process_time), median over the steps of each kind; ×calls per step"
+        f"model: L={m.n_layer} d={m.n_embd} T={m.block_size} V={m.vocab_size} batch {cfg.data.batch_size}; "
+        f"{args.threads} thread(s); telemetry every {args.every}; CPU ms per step (time.process_time), "
+        "median over the steps of each kind; ×calls per step"
     )
     print(report(clocks, args.every, args.warmup))
     return 0
