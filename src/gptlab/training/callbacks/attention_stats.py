@@ -66,7 +66,8 @@ def attention_stats(
         hid = hidden if hidden.dim() == 2 else hidden[b : b + step]
         for r0, r1 in row_blocks(T):
             off = hid[..., r0:r1, :r1]
-            s = qs[..., r0:r1, :] @ kb[..., :r1, :].transpose(-1, -2)
+            # float32 from here on (under CUDA autocast the matmul gives bf16, its exp float32)
+            s = (qs[..., r0:r1, :] @ kb[..., :r1, :].transpose(-1, -2)).float()
             s = s if cap is None else softcap(s, cap)
             s.masked_fill_(off, -math.inf)
             m = s.amax(dim=-1, keepdim=True)
