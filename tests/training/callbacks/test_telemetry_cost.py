@@ -121,3 +121,17 @@ def test_update_norms_copy_only_the_blocks_and_equal_the_difference() -> None:
         assert float(param_sq[row]) == pytest.approx(want_w, rel=1e-5), b
     total = sum(float(p.detach().double().pow(2).sum()) for p in names.values())
     assert float(param_sq[index.groups.index("total")]) == pytest.approx(total, rel=1e-5)
+
+
+def test_attention_stats_under_autocast_stay_float32_after_the_scores() -> None:
+    """Under bf16 autocast (a log step's forward of a bf16-mixed run) the scores' matmul runs in
+    bf16; everything after it is float32, so the statistics are the float32 ones to bf16's rounding
+    of the scores."""
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 4, 24, 8, generator=g), torch.randn(2, 4, 24, 8, generator=g)
+    want = attention_stats(q, k)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = attention_stats(q.bfloat16(), k.bfloat16())
+    assert got[1].dtype == torch.float64 and got[0].dtype == torch.float32
+    for a, b in ((got[0], want[0]), (got[1], want[1]), (got[3], want[3])):
+        assert float(a) == pytest.approx(float(b), rel=2e-2)
