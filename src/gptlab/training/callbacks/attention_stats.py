@@ -52,6 +52,7 @@ def attention_stats(
     if k.shape[1] != H:  # (B, H_kv, group, T, Dh) against (B, H_kv, 1, T, Dh): no copy of k
         q, k = q.reshape(B, k.shape[1], H // k.shape[1], T, D), k.unsqueeze(2)
     scale = D**-0.5 if scale is None else scale
+    causal = mask is None
     if mask is None:
         mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     hidden = ~mask
@@ -65,17 +66,20 @@ def attention_stats(
         qs, kb = q[b : b + step].float() * scale, k[b : b + step].float()
         hid = hidden if hidden.dim() == 2 else hidden[b : b + step]
         for r0, r1 in row_blocks(T):
-            off = hid[..., r0:r1, :r1]
+            # causal: only the block's own keys [r0, r1) lie after some of its rows; a window's or
+            # documents' mask hides pairs anywhere in [0, r1)
+            first = r0 if causal else 0
+            off = hid[..., r0:r1, first:r1]
             # float32 from here on (under CUDA autocast the matmul gives bf16, its exp float32)
             s = (qs[..., r0:r1, :] @ kb[..., :r1, :].transpose(-1, -2)).float()
             s = s if cap is None else softcap(s, cap)
-            s.masked_fill_(off, -math.inf)
+            s[..., first:].masked_fill_(off, -math.inf)
             m = s.amax(dim=-1, keepdim=True)
             top = torch.maximum(top, m.max())
             s.sub_(m)  # s − m: ≤ 0 where attended, -inf where hidden
             e = s.exp()
             z = e.sum(dim=-1)
-            s.masked_fill_(off, 0.0)  # e = 0 there: 0·0, not 0·(-inf)
+            s[..., first:].masked_fill_(off, 0.0)  # e = 0 there: 0·0, not 0·(-inf)
             ent += (z.log() - torch.linalg.vecdot(e, s) / z).sum(dtype=torch.float64)
             lo = max(r0, 1)  # the sink's rows t >= 1
             if r1 > lo:
