@@ -228,11 +228,16 @@ class GPTLightningModule(L.LightningModule):
 
 def logit_moments(flat: torch.Tensor, log_z: torch.Tensor) -> torch.Tensor:
     """[Σ x, Σ x², max x, Σ log Z, number of logits, number of positions] of (N, V) logits, float64
-    sums (a mean and std over ~10⁸ logits), on the device: telemetry reduces them over ranks."""
+    sums (a mean and std over ~10⁸ logits), on the device: telemetry reduces them over ranks.
+
+    Each position's Σ x and ‖x‖ in float32 (vectorised passes over the logits that write nothing
+    of their size), then float64 over the N positions: float32 rounding within a row of V logits,
+    none across rows. A float64 sum of the N·V logits themselves (or of a squared copy) costs
+    ~50 ms per pass at GPT-2's (256, 50257), 25 times these (docs/performance.md, Telemetry cost)."""
     return torch.stack(
         [
-            flat.sum(dtype=torch.float64),
-            flat.pow(2).sum(dtype=torch.float64),
+            flat.sum(dim=-1).sum(dtype=torch.float64),
+            torch.linalg.vector_norm(flat, dim=-1).double().pow(2).sum(),
             flat.max().double(),
             log_z.sum(dtype=torch.float64),
             torch.tensor(float(flat.numel()), dtype=torch.float64, device=flat.device),

@@ -174,6 +174,11 @@ COMMANDS: dict[str, str] = {
     ),
     # docs/performance.md, "Tasks in the loop" (issue 38, item 7): the same script at 1 round, a tiny run
     "OMP_NUM_THREADS=1 python -m dev.bench.tasks_cost --rounds 2 --threads 1": "tests/bench/test_bench_task_cost.py::test_bench_task_cost_times_both_runs",
+    # docs/performance.md, "Telemetry cost", round 3 (r9-telemetry-cost): the attribution script on a tiny
+    # run, and the bench's variants (its CLI with every variant, one thread, tiny sizes)
+    "python -m dev.bench.callback_costs --steps 20": "tests/bench/test_callback_costs.py::test_callback_costs_prints_each_piece_by_kind_of_step",
+    "python -m dev.bench.callback_costs --steps 40 model.norm=layernorm model.ffn=gelu model.pos_emb=learned model.block_size=64": "tests/bench/test_callback_costs.py::test_callback_costs_prints_each_piece_by_kind_of_step",
+    "python scripts/bench.py bench.threads=1 bench.tokenize=false bench.repeats=2 bench.variants=lightning,lightning+telemetry/10,lightning+telemetry/1": "tests/bench/test_bench.py::test_bench_cli_runs_two_steps_and_prints_the_table",
     # docs/performance.md, "Short runs" (issue 48, item 5)
     "OMP_NUM_THREADS=1 python -m dev.bench.short_run --steps 20 --project 600": "tests/bench/test_bench_short_run.py::test_breakdown_runs_and_adds_up",
     "OMP_NUM_THREADS=1 python -m dev.bench.nanogpt_pair --nanogpt /tmp/nanogpt --steps 600 --rounds 2": "not runnable here: needs a karpathy/nanoGPT checkout, which gptlab does not ship, and ~45 min on the loaded 2-core machine (nanoGPT's data layout it writes: tests/bench/test_bench_short_run.py::test_nanogpt_layout; its one-line refusal without a checkout: tests/bench/test_bench_short_run.py::test_pair_without_a_nanogpt_checkout_is_one_line; the gptlab side's phases: tests/bench/test_bench_short_run.py::test_breakdown_runs_and_adds_up)",

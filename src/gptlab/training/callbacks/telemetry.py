@@ -207,18 +207,19 @@ class LayerTelemetry(L.Callback):
         self._pending = True
 
     def weights_before(self) -> list[torch.Tensor]:
-        """A copy of every parameter (this rank's shard) before the update: alive through the
-        optimizer's step of a log step, an extra the planner counts (planning.step)."""
-        return [local(p).detach().clone() for p in self.index.params]
+        """A copy of every block parameter (this rank's shard) before the update, the only ones whose
+        update is logged (`GroupIndex.updated`): alive through the optimizer's step of a log step,
+        an extra the planner counts (planning.step)."""
+        return [local(self.index.params[j]).detach().clone() for j in self.index.updated]
 
     def update_sq(self, before: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(per-group Σ W², per-group Σ ΔW²) after the update; `before` becomes -ΔW, in place (no
-        second copy of the weights)."""
+        """(per-group Σ W², per-group Σ ΔW² of the block parameters) after the update; `before`
+        becomes -ΔW, in place (no second copy of the weights)."""
         with torch.no_grad():
             now = [local(p).detach() for p in self.index.params]
             param_sq = self.index.group_sq(now)
-            torch._foreach_sub_(before, now)
-            return param_sq, self.index.group_sq(before)
+            torch._foreach_sub_(before, [now[j] for j in self.index.updated])
+            return param_sq, self.index.group_sq(before, self.index.updated)
 
     def _guard_grad_sq(self, pl_module: Any, step: int) -> torch.Tensor | None:
         """Per-group squared gradient norms from the guard's per-parameter norms of `step`."""

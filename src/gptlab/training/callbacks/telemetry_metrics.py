@@ -37,6 +37,10 @@ class GroupIndex:
     numel: torch.Tensor
     # model.norm=dyt: (site, row in `params`) of each DyT α, block_XX/<norm's name> or final_norm
     alphas: list[tuple[str, int]] = field(default_factory=list)
+    # the parameters of the blocks (their rows in `params`): update_ratio/update_rms are logged per
+    # block only, so only these are copied before a log step's update (not the embedding, the
+    # head, the final norm: at GPT-2's shape the embedding alone is 31 % of the weights)
+    updated: list[int] = field(default_factory=list)
 
     @classmethod
     def of(cls, model: nn.Module, device: torch.device) -> GroupIndex:
@@ -60,6 +64,7 @@ class GroupIndex:
         blocks = [g for g in groups if re.fullmatch(r"block_\d+", g)]
         alphas = [(site, j) for j, name in enumerate(names) if (site := dyt_site(name)) is not None]
         numel = torch.tensor([float(local(p).numel()) for p in params], dtype=torch.float64)
+        updated = [j for j, name in enumerate(names) if any(g in blocks for g in group_names(name))]
         return cls(
             params=params,
             names=names,
@@ -70,13 +75,15 @@ class GroupIndex:
             member=member.to(device),
             numel=(member.double() @ numel).to(device),  # local elements per group
             alphas=alphas,
+            updated=updated,
         )
 
-    def group_sq(self, tensors: list[torch.Tensor]) -> torch.Tensor:
-        """(G,) per-group sums of squares of one tensor per parameter (this rank's part of each)."""
+    def group_sq(self, tensors: list[torch.Tensor], cols: list[int] | None = None) -> torch.Tensor:
+        """(G,) per-group sums of squares of one tensor per parameter (this rank's part of each), or
+        of one per parameter in `cols` (rows of `params`; the groups' other members count 0)."""
         norms = torch._foreach_norm([local(t).detach() for t in tensors], 2)
         sq = torch.stack([n.float() for n in norms]).pow(2).to(self.member.device)
-        return self.member @ sq
+        return (self.member if cols is None else self.member[:, cols]) @ sq
 
 
 def dyt_site(param_name: str) -> str | None:
