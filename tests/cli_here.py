@@ -94,9 +94,9 @@ def train_py_run_here(
     (WouldSpawn), as is any other hydra/launcher. Every process-wide state the run touches is put
     back afterwards (tests/process_state.py). OMP_NUM_THREADS in `env` sets torch's threads for the
     run, as it would a fresh process's."""
-    import gptlab.launcher.pool as pool
     from hydra.core.global_hydra import GlobalHydra
 
+    import gptlab.launcher.pool as pool
     from tests.process_state import kept, wandb_torn_down
 
     refused = [a for a in args if a.startswith(("hydra/launcher=", "hydra.launcher._target_"))]
@@ -121,4 +121,5 @@ def train_py_run_here(
             pool.run_in_slots = real
     if SPAWN_REFUSED in err.getvalue():  # Hydra reported it as the sweep's error, exit 1
         raise WouldSpawn(err.getvalue()[-2000:])
-    return subprocess.CompletedProcess([sys.executable, "train.py", *args], code, out.getvalue(), err.getvalue())
+    argv = [sys.executable, "train.py", *args]
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())

@@ -49,7 +49,8 @@ class _Logger:
 def _loggers() -> dict[str, _Logger]:
     """Every logger the logging module knows (root as ""), by name."""
     found = {"": logging.getLogger()}
-    found.update((n, lg) for n, lg in logging.Logger.manager.loggerDict.items() if isinstance(lg, logging.Logger))
+    known = logging.Logger.manager.loggerDict.items()
+    found.update((n, lg) for n, lg in known if isinstance(lg, logging.Logger))
     return {n: _Logger(lg.handlers[:], lg.level, lg.propagate, lg.disabled) for n, lg in found.items()}
 
 
