@@ -60,6 +60,7 @@ class WouldSpawn(RuntimeError):
     """The run here would start processes of its own: run it as a subprocess instead."""
 
 
+LAUNCHERS_VARS = ("SLURM_", "TORCHELASTIC_", "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 SPAWN_REFUSED = "the slots launcher planned several slots (processes): run this sweep as a subprocess"
 
 
@@ -104,8 +105,9 @@ def train_py_run_here(
     out, err = io.StringIO(), io.StringIO()
     with kept(), _streams_to(out, err), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         os.chdir(cwd)
+        for key in [k for k in os.environ if k.startswith(LAUNCHERS_VARS)]:  # not a rank of anything
+            del os.environ[key]
         os.environ.update({"WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})})
-        os.environ.pop("LOCAL_RANK", None)
         if "OMP_NUM_THREADS" in os.environ:
             torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         wandb_torn_down()  # its settings read from this environment, as a fresh process would
