@@ -17,6 +17,7 @@ import os
 import runpy
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,6 +85,13 @@ def _streams_to(out: io.StringIO, err: io.StringIO) -> Iterator[None]:
             h.setStream(stream)
 
 
+def _warning_to_stderr(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: object = None,
+    line: str | None = None,
+) -> None:  # fmt: skip
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def train_py_run_here(
     *args: str, cwd: Path = REPO, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
@@ -111,6 +119,7 @@ def train_py_run_here(
         if "OMP_NUM_THREADS" in os.environ:
             torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         wandb_torn_down()  # its settings read from this environment, as a fresh process would
+        warnings.showwarning = _warning_to_stderr  # as a process shows them, not in pytest's summary
         sys.argv[:] = [str(REPO / "train.py"), *args]
         GlobalHydra.instance().clear()
         real, pool.run_in_slots = pool.run_in_slots, _no_slots
