@@ -16,7 +16,8 @@ import torch
 from gptlab.analysis import params
 from gptlab.analysis.sweep import moe_load, read_sweep
 from gptlab.compose import compose_with_hydra
-from tests.conftest import QUICK_ENV, column, read_csv_metrics, run_script
+from tests.cli_here import train_py_run_here
+from tests.conftest import QUICK_ENV, column, read_csv_metrics
 
 ARMS = ("dense", "moe_aux", "moe_bias", "dense_total")
 
@@ -67,10 +68,10 @@ def test_ablate_moe_quick_runs_and_reports_with_routing_telemetry(
     a report with the arm − baseline row; the MoE jobs log max/mean load (≥ 1 by definition) and
     move their expert bias, the dense jobs have no experts."""
     out = tmp_path / "sweep"
-    proc = run_script(
-        "train.py", "-m", "experiment=ablate_moe_quick", f"hydra.sweep.dir={out}",
+    proc = train_py_run_here(  # its jobs one after another in this process (tests/cli_here.py)
+        "-m", "experiment=ablate_moe_quick", f"hydra.sweep.dir={out}",
         f"data.cache_dir={tmp_path / 'cache'}", "logger=csv", "callbacks.tasks.names=[]",  # no task read here
-        env=QUICK_ENV, timeout=600,
+        env=QUICK_ENV,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = (out / "report.md").read_text()

@@ -10,15 +10,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import QUICK_ENV, run_script
+from tests.cli_here import train_py_run_here
+from tests.conftest import QUICK_ENV
+from tests.in_process import call_main
 
 
 @pytest.mark.slow
 def test_quick_preset_sweeps_both_norms_and_reports(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
-    proc = run_script(
-        "train.py", "-m", "experiment=ablate_norm_quick", f"hydra.sweep.dir={sweep}", "logger=csv",
-        f"data.cache_dir={tmp_path / 'cache'}", env=QUICK_ENV, timeout=900,
+    proc = train_py_run_here(  # its jobs one after another in this process (tests/cli_here.py)
+        "-m", "experiment=ablate_norm_quick", f"hydra.sweep.dir={sweep}", "logger=csv",
+        f"data.cache_dir={tmp_path / 'cache'}", env=QUICK_ENV,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = sorted((d for d in sweep.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))
@@ -31,7 +33,9 @@ def test_quick_preset_sweeps_both_norms_and_reports(tmp_path: Path) -> None:
         assert m["status"] == "finished" and model["norm"] == values["model/norm"]
         seen.add((values["model/norm"], values["optim.lr"], values["seed"]))
     assert seen == {(a, lr, s) for a in ("rmsnorm", "dyt") for lr in ("0.001", "0.01") for s in ("1", "2")}
-    report = run_script("scripts/report.py", str(sweep), env=QUICK_ENV)
+    from gptlab.analysis.sweep_summary import main  # scripts/report.py's (its process: tests/analysis)
+
+    report = call_main("scripts/report.py", main, sweep)
     assert report.returncode == 0, report.stderr[-3000:]
     text = (sweep / "report.md").read_text()
     assert "dyt" in text and "rmsnorm" in text

@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 
 from gptlab.compose import compose_with_hydra
 from gptlab.model import GPTConfig
-from tests.conftest import QUICK_ENV, run_script
+from tests.cli_here import train_py_run_here
+from tests.conftest import QUICK_ENV
 
 SWITCHES = ("attn_gate", "window", "window_pattern", "nope_every", "attn_softcap", "logit_softcap")
 ON = {  # what each arm should set, written from the issue (Qiu et al.; Gemma 2; Llama 4), not the yaml
@@ -56,9 +57,9 @@ def test_quick_preset_runs_and_reports_the_gate_and_the_sink(tmp_path: Path) -> 
     """`python train.py -m experiment=ablate_attn_switches_quick`: 8 jobs of base and gated, the
     gated − base row, and the sink table with the gate's mean only on the gated arm."""
     out = tmp_path / "sweep"
-    proc = run_script(
-        "train.py", "-m", "experiment=ablate_attn_switches_quick", f"hydra.sweep.dir={out}",
-        f"data.cache_dir={tmp_path / 'cache'}", "logger=csv", env=QUICK_ENV, timeout=600,
+    proc = train_py_run_here(  # its jobs one after another in this process (tests/cli_here.py)
+        "-m", "experiment=ablate_attn_switches_quick", f"hydra.sweep.dir={out}",
+        f"data.cache_dir={tmp_path / 'cache'}", "logger=csv", env=QUICK_ENV,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = (out / "report.md").read_text()

@@ -16,6 +16,7 @@ import yaml
 
 from gptlab.ablation.budgets import BudgetError, budget_plan, budget_steps, compute_saved
 from gptlab.ablation.grid import build_grid
+from tests.cli_here import train_py_here, train_py_run_here
 from tests.conftest import QUICK_ENV, run_script
 
 
@@ -70,13 +71,17 @@ def test_bad_budgets_are_refused_by_name(budgets: list, fraction: float, words: 
         budget_plan(budget_steps(budgets, 128), fraction, warmup=2)
 
 
-def test_budgets_refuse_a_derived_key_on_the_command_line(tmp_path: Path) -> None:
-    proc = run_script(
-        "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={tmp_path / 's'}",
+def test_budgets_refuse_a_derived_key_on_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """train.py in this process (the sweeper's refusals as a real process, exit code and line:
+    tests/ablation/test_grid_bad_inputs.py)."""
+    code, stderr = train_py_here(
+        monkeypatch, capfd, "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={tmp_path / 's'}",
         "optim.decay_steps=3",
     )  # fmt: skip
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+    assert code == 2, stderr[-2000:]
+    lines = [x for x in stderr.splitlines() if x.startswith("error:")]
     assert lines == [lines[0]] and "optim.decay_steps is not accepted in a sweep over" in lines[0]
     assert not (tmp_path / "s").exists()
 
@@ -89,11 +94,14 @@ NO_TASKS = "callbacks.tasks.names=[]"
 
 @pytest.fixture(scope="module")
 def budget_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The preset's sweep, one slot (trunks then branches in the sweep's process), run in this one
+    (tests/cli_here.py; the slots launcher's side-by-side runs are real subprocesses in
+    tests/launcher and tests/ablation/test_ladder_sweep.py)."""
     out = tmp_path_factory.mktemp("budgets") / "sweep"
     cache = out.parent / "token-cache"
-    proc = run_script(
-        "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={out}", f"data.cache_dir={cache}",
-        NO_TASKS, env=QUICK_ENV, timeout=600,
+    proc = train_py_run_here(
+        "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={out}", f"data.cache_dir={cache}", NO_TASKS,
+        env=QUICK_ENV,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc.stdout + proc.stderr
@@ -219,9 +227,9 @@ def test_budget_sweep_rerun_skips_finished_and_resumes_the_rest(budget_sweep, tm
     (sweep / "11" / "metrics.json").unlink()
     shutil.rmtree(sweep / "11" / "checkpoints")
     cache = budget_sweep[0].parent / "token-cache"
-    proc = run_script(
-        "train.py", "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={sweep}",
-        f"data.cache_dir={cache}", NO_TASKS, env=QUICK_ENV, timeout=600,
+    proc = train_py_run_here(
+        "-m", "experiment=budget_ffn_quick", f"hydra.sweep.dir={sweep}", f"data.cache_dir={cache}", NO_TASKS,
+        env=QUICK_ENV,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     log = proc.stdout + proc.stderr

@@ -168,15 +168,24 @@ def test_ladder_presets_compare_at_equal_parameters_at_every_rung(name: str) -> 
         ("model.n_layer=2", "model.n_layer is not accepted on the command line of a ladder"),
     ],
 )
-def test_bad_ladder_sweep_is_one_line_exit_2_nothing_written(tmp_path, override: str, message: str) -> None:
-    """docs/bad-inputs.md, Ladders: the real command line, before any job or sweep dir exists."""
+def test_bad_ladder_sweep_is_one_line_exit_2_nothing_written(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], override: str, message: str
+) -> None:
+    """docs/bad-inputs.md, Ladders: the real command line, before any job or sweep dir exists. The
+    first case as a real process (its exit code and line), the others through the same `hydra.main`
+    in this process (tests/cli_here.py)."""
+    from tests.cli_here import train_py_here
     from tests.conftest import run_script
 
     out = tmp_path / "bad"
-    proc = run_script("train.py", "-m", "experiment=ladder_ffn_quick", override, f"hydra.sweep.dir={out}",
-                      env={"OMP_NUM_THREADS": "1"})  # fmt: skip
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    args = ["-m", "experiment=ladder_ffn_quick", override, f"hydra.sweep.dir={out}"]
+    if override == "hydra.sweeper.ladder.widths=[48,24]":
+        proc = run_script("train.py", *args, env={"OMP_NUM_THREADS": "1"})
+        code, stderr = proc.returncode, proc.stderr
+    else:
+        code, stderr = train_py_here(monkeypatch, capfd, *args)
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), stderr
     assert message in lines[0] and not out.exists()
 
 

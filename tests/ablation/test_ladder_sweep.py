@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from gptlab.analysis.report import parse_table
+from tests.cli_here import train_py_run_here
 from tests.conftest import run_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiproc]
@@ -51,11 +52,12 @@ def test_quick_ladder_runs_through_the_slots_launcher_and_reports_a_fit(tmp_path
     assert (sweep / "figures" / "ladder_ffn_quick_loss_vs_n.png").is_file()
 
     # the same command again, job 5's result removed: the 11 finished jobs are skipped untouched and
-    # job 5 runs again in its own numbered dir, as itself (the numbering does not move)
+    # job 5 runs again in its own numbered dir, as itself (the numbering does not move). One job left
+    # takes one slot, which runs it in the sweep's own process: here, in this one (tests/cli_here.py)
     mtimes = {k: (sweep / str(k) / "metrics.json").stat().st_mtime_ns for k in range(12) if k != 5}
     overrides = (sweep / "5" / ".hydra" / "overrides.yaml").read_text()
     (sweep / "5" / "metrics.json").unlink()
-    again = run_script("train.py", *args, env={"OMP_NUM_THREADS": "1"}, timeout=600)
+    again = train_py_run_here(*args, env={"OMP_NUM_THREADS": "1"})
     assert again.returncode == 0, again.stderr[-3000:]
     assert {k: (sweep / str(k) / "metrics.json").stat().st_mtime_ns for k in mtimes} == mtimes
     assert json.loads((sweep / "5" / "metrics.json").read_text())["status"] == "finished"
@@ -74,7 +76,8 @@ def test_the_mup_ladder_runs_shrunk_with_one_lr_grid_and_fixed_width_heads(
 ) -> None:
     """experiment=ladder_ffn_mup (and its CompleteP sibling) as documented, shrunk to the quick
     preset's sizes (2 rungs, 1 arm, 1 seed, 2 LRs, 6 steps) and one slot (the 4 jobs in the sweep's
-    own process; the test above runs the slots launcher side by side): every job is μP on the d = 24
+    own process, here this test's: tests/cli_here.py; the test above runs the slots launcher side by
+    side as a real subprocess): every job is μP on the d = 24
     base with heads of 24 (CompleteP: and the L = 1 base depth), every rung has the same LR grid (the
     model scales the hidden LRs itself), and every job finishes."""
     sweep = tmp_path / "mup"
@@ -85,7 +88,7 @@ def test_the_mup_ladder_runs_shrunk_with_one_lr_grid_and_fixed_width_heads(
               "callbacks.tasks.names=[]"]  # fmt: skip
     args = ["-m", f"experiment={preset}", "hydra.launcher.slots=1", "hydra.launcher.threads=1",
             f"hydra.sweep.dir={sweep}", "logger=csv", *shrink]  # fmt: skip
-    proc = run_script("train.py", *args, env={"OMP_NUM_THREADS": "1"}, timeout=600)
+    proc = train_py_run_here(*args, env={"OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((sweep / "ablation.json").read_text())
     assert record["rung_lrs"] == {"24": ["0.01", "0.02"], "48": ["0.01", "0.02"]}

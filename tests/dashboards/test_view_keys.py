@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from gptlab.dashboards.view import VIEW_FILE, config_keys, from_json, panel_keys, to_json
+from tests.cli_here import train_py_run_here
 from tests.conftest import REPO, run_script
 from tests.distributed.test_multirun import wandb_records
 from tests.in_process import call_main
@@ -50,14 +51,15 @@ SWEEPS = {
 
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The two sweeps, serial, one thread, wandb offline (their view written at the sweep's end)."""
+    """The two sweeps, serial, one thread, wandb offline (their view written at the sweep's end), in
+    this process (tests/cli_here.py: what they log is the point here, not the process around them)."""
     cache = tmp_path_factory.getbasetemp() / "token-cache"
     out = {}
     for name, args in SWEEPS.items():
         sweep = tmp_path_factory.mktemp(name) / "sweep"
-        proc = run_script(
-            "train.py", "-m", *args, *COMMON, f"hydra.sweep.dir={sweep}", f"data.cache_dir={cache}",
-            env={"OMP_NUM_THREADS": "1"}, timeout=600,
+        proc = train_py_run_here(
+            "-m", *args, *COMMON, f"hydra.sweep.dir={sweep}", f"data.cache_dir={cache}",
+            env={"OMP_NUM_THREADS": "1"},
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
         out[name] = sweep
@@ -280,10 +282,11 @@ def test_bad_inputs_one_line_exit_2(sweeps: dict[str, Path], tmp_path: Path) -> 
 
 def test_a_single_run_shorter_than_the_telemetry_cadence(tmp_path: Path) -> None:
     """`python train.py` for 2 steps at the default cadence (telemetry every 10 steps) logs no
-    telemetry key: its view has no telemetry section, and every key it names is in the run's history."""
+    telemetry key: its view has no telemetry section, and every key it names is in the run's history.
+    train.py in this process (tests/cli_here.py), its own end-of-run view writing included."""
     run = tmp_path / "run"
-    proc = run_script(
-        "train.py", "model.n_layer=2", "model.n_embd=32", "model.n_head=2", "model.block_size=32",
+    proc = train_py_run_here(
+        "model.n_layer=2", "model.n_embd=32", "model.n_head=2", "model.block_size=32",
         "data.batch_size=4", "data.max_bytes=100000", "data.val_windows=4", "trainer.max_steps=2",
         "trainer.val_check_interval=2", "sample.max_new_tokens=0", "trainer.enable_progress_bar=false",
         f"hydra.run.dir={run}", f"data.cache_dir={tmp_path / 'cache'}", env={"OMP_NUM_THREADS": "1"},

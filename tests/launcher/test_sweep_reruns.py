@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from gptlab.ablation.grid import grid_identity
+from tests.cli_here import train_py_run_here
 from tests.conftest import QUICK_ENV, REPO, run_script
 from tests.launcher.test_parallel_sweeps import _losses
 from tests.training.rel_harness import TINY as HERE_TINY
@@ -114,9 +115,9 @@ def test_rerun_with_gaps_puts_each_job_in_its_own_numbered_dir(
         shutil.rmtree(out / k)
     before = {k: (out / k / "metrics.json").stat().st_mtime_ns for k in ("0", "2", "3", "4", "6", "7")}
     cache = quick_tying_sweep.parent.parent / "token-cache"
-    proc = run_script(
-        "train.py", "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}",
-        f"data.cache_dir={cache}", "hydra.sweeper.report=false", env=QUICK_ENV, timeout=600,
+    proc = train_py_run_here(  # one slot: the jobs in the sweep's process, this one (tests/cli_here.py)
+        "-m", "experiment=ablate_tying_quick", f"hydra.sweep.dir={out}", f"data.cache_dir={cache}",
+        "hydra.sweeper.report=false", env=QUICK_ENV,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     for k in ("1", "5"):

@@ -119,6 +119,18 @@ def in_parallel(jobs: dict[str, Callable[[], object]]) -> dict[str, object]:
         return {name: f.result() for name, f in futures.items()}
 
 
+def in_order(jobs: dict[str, Callable[[], object]]) -> dict[str, object]:
+    """`in_parallel`'s results for callables that must run one at a time (in this process): each in
+    turn, an exception kept as its result."""
+    results: dict[str, object] = {}
+    for name, fn in jobs.items():
+        try:
+            results[name] = fn()
+        except Exception as err:  # noqa: BLE001 - reported by the test that reads it
+            results[name] = err
+    return results
+
+
 def result(results: dict[str, object], name: str):
     got = results[name]
     if isinstance(got, BaseException):
@@ -204,3 +216,26 @@ def run_doc_here(
         finally:
             torch.set_num_threads(threads)
     return Ran([*argv, *extra], cwd, code, out.getvalue(), err.getvalue())
+
+
+def run_train_doc_here(doc: str, *extra: str, cwd: Path, subs: dict[str, str] | None = None) -> Ran:
+    """A documented `python train.py ...` whose jobs run in train.py's own process (a single run, or
+    a multirun on one slot: Hydra's basic launcher path), run to its end in this process from `cwd`
+    (tests/cli_here.py `train_py_run_here`, which refuses a sweep that would start processes), its
+    output captured as `run_doc`'s: the ~8 CPU s of a fresh interpreter saved. train.py, its multirun
+    and each launcher keep real subprocess runs in the suite (docs/development.md)."""
+    assert doc in COMMANDS, doc
+    argv, env = argv_of(doc, subs)
+    assert argv[1] == str(REPO / "train.py"), (doc, argv)
+    return train_argv_here([*argv[2:], *map(str, extra)], cwd, env)
+
+
+def train_argv_here(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> Ran:
+    """`python train.py <args>` from `cwd` in this process (as `run_train_doc_here`), one at a time."""
+    from tests.cli_here import train_py_run_here
+
+    cwd.mkdir(parents=True, exist_ok=True)
+    with _IN_PROCESS:
+        proc = train_py_run_here(*args, cwd=cwd, env={"OMP_NUM_THREADS": "1", **(env or {})})
+    argv = [sys.executable, str(REPO / "train.py"), *args]
+    return Ran(argv, cwd, proc.returncode, proc.stdout, proc.stderr)

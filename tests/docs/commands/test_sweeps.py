@@ -14,11 +14,12 @@ from tests.docs.commands.parse import REPO
 from tests.docs.commands.run import (
     CSV,
     NO_TASKS,
-    in_parallel,
+    in_order,
     make,
     result,
     run_argv,
     run_doc,
+    run_train_doc_here,
     sweep_args,
     sweep_finished,
 )
@@ -44,7 +45,9 @@ def placement_chain(root: Path, cache: Path) -> dict[str, object]:
     out: dict[str, object] = {}
     cwd = root / "placement"
     doc = "python train.py -m experiment=ablate_placement model.n_layer=4,12"
-    out["sweep"] = run_doc(doc, *sweep_args(cache), CSV, "callbacks.telemetry.figures=false", cwd=cwd)
+    out["sweep"] = run_train_doc_here(
+        doc, *sweep_args(cache), CSV, "callbacks.telemetry.figures=false", cwd=cwd
+    )
     sweeps = sorted((cwd / "multirun").glob("*"))
     if sweeps:
         out["dir"] = sweeps[0]
@@ -69,7 +72,7 @@ def qk_chain(root: Path, cache: Path) -> dict[str, object]:
     out: dict[str, object] = {
         # log every step: with 2 steps and the default interval no train loss is logged, and the
         # plot script then fails on final_train_loss=None (reported; the documented 200 steps log it)
-        "sweep": run_doc(
+        "sweep": run_train_doc_here(
             doc,
             "data.max_bytes=200000",
             f"data.cache_dir={cache}",
@@ -89,13 +92,15 @@ def qk_chain(root: Path, cache: Path) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def sweeps(work: Path, cache: Path) -> dict[str, object]:
+    """The chains one after another: the placement and qk-norm sweeps are serial (one slot) and run
+    in this process (tests/docs/commands/run.py `run_train_doc_here`), `make sweep` as a process."""
     root = work / "sweeps"
     jobs: dict[str, Callable[[], object]] = {
         "ffn": lambda: ffn_chain(root, cache),
         "placement": lambda: placement_chain(root, cache),
         "qk": lambda: qk_chain(root / "qk", cache),
     }
-    return in_parallel(jobs)
+    return in_order(jobs)
 
 
 @pytest.mark.slow

@@ -4,14 +4,12 @@ ablate_init_quick, the one that crashed), the LR search, the depth-check sizing 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.docs.commands.parse import REPO
 from tests.docs.commands.run import (
     CSV,
     GRID,
@@ -19,13 +17,13 @@ from tests.docs.commands.run import (
     STEPS,
     SWEEP_SMALL,
     finite,
-    in_parallel,
+    in_order,
     result,
-    run_argv,
-    run_doc,
+    run_train_doc_here,
     sweep_args,
     sweep_finished,
     the_only,
+    train_argv_here,
 )
 from tests.docs.commands.table import COMMANDS
 
@@ -47,26 +45,26 @@ def sweeps(work: Path, cache: Path) -> dict[str, object]:
         CSV,
         f"data.cache_dir={cache}",
     ]
+    # every one a serial sweep (one slot): its jobs in train.py's own process, here this one, one
+    # sweep after another (tests/docs/commands/run.py `run_train_doc_here`)
     jobs: dict[str, Callable[[], object]] = {
-        "tying": lambda: run_doc("python train.py -m experiment=ablate_tying logger=csv", *sw, cwd=root / "tying"),
-        "init": lambda: run_doc("python train.py -m experiment=ablate_init logger=csv", *sw, cwd=root / "init"),
-        "ffn_quick": lambda: run_doc(
+        "tying": lambda: run_train_doc_here("python train.py -m experiment=ablate_tying logger=csv", *sw, cwd=root / "tying"),
+        "init": lambda: run_train_doc_here("python train.py -m experiment=ablate_init logger=csv", *sw, cwd=root / "init"),
+        "ffn_quick": lambda: run_train_doc_here(
             "python train.py -m experiment=ablate_ffn_quick", *quick,
             cwd=root / "ffn_quick",  # one of its 2 seeds (the seed grid: tests/ablation/test_experiments.py)
         ),
         # not a command of the docs (they say "each preset has a _quick sibling"); the one that crashed
-        "init_quick": lambda: run_argv(
-            [sys.executable, str(REPO / "train.py"), "-m", "experiment=ablate_init_quick", *quick], root / "init_quick",
-        ),
-        "lr_search": lambda: run_doc(
+        "init_quick": lambda: train_argv_here(["-m", "experiment=ablate_init_quick", *quick], root / "init_quick"),
+        "lr_search": lambda: run_train_doc_here(
             "python train.py -m experiment=lr_search logger=csv", *SWEEP_SMALL, *GRID, c, "hydra.sweeper.n_trials=2",
             cwd=root / "lr",
         ),
-        "sizing": lambda: run_doc(
+        "sizing": lambda: run_train_doc_here(
             sizing, *SWEEP_SMALL, f"data.cache_dir={cache}", cwd=root / "sizing",
         ),
     }  # fmt: skip
-    return in_parallel(jobs)
+    return in_order(jobs)
 
 
 @pytest.mark.slow

@@ -19,10 +19,10 @@ from tests.docs.commands.run import (
     SWEEP_SMALL,
     finished,
     finite,
-    in_parallel,
+    in_order,
     jobs_of,
     result,
-    run_doc,
+    run_train_doc_here,
     the_only,
 )
 
@@ -33,40 +33,41 @@ def data_runs(work: Path, cache: Path) -> dict[str, object]:
     c = f"data.cache_dir={cache}"
     many = [*SWEEP_SMALL, c, CSV, "trainer.max_steps=1", "trainer.val_check_interval=1"]
     jobs: dict[str, Callable[[], object]] = {
-        "multi8": lambda: run_doc(
+        "multi8": lambda: run_train_doc_here(
             "python train.py -m model/placement=pre,post model/ffn=swiglu,gelu model/tying=tied,untied",
             *many, "model.n_layer=1", "model.block_size=32", "data.batch_size=2", cwd=work / "multi8",
         ),
-        "multi4": lambda: run_doc(
+        "multi4": lambda: run_train_doc_here(
             "python train.py -m model=pre_rmsnorm_swiglu,post_layernorm_gelu model.n_layer=2,4",
             *many, "model.block_size=32", "data.batch_size=2", cwd=work / "multi4",
         ),
-        "text": lambda: run_doc(
+        "text": lambda: run_train_doc_here(
             "python train.py data=text data.path='corpus/*.txt'", *SMALL, c, CSV, NO_TASKS, cwd=text_corpus(work / "text")
         ),
-        "tinystories_txt": lambda: run_doc(
+        "tinystories_txt": lambda: run_train_doc_here(
             "python train.py data=tinystories_txt data.path=TinyStories-train.txt", *SMALL, c, CSV, NO_TASKS,
             "data.bpe_vocab_size=512", "model.block_size=64", cwd=tinystories_txt(work / "tstxt"),
         ),
-        "parquet": lambda: run_doc(
+        "parquet": lambda: run_train_doc_here(
             "python train.py data=tinystories data.source=parquet data.path='TinyStories/data/train-*.parquet' "
             "data.max_bytes=null", *SMALL[:3], "data.val_windows=4", "sample.max_new_tokens=4", c, CSV, NO_TASKS,
             "data.bpe_vocab_size=512", "model.block_size=64", cwd=tinystories_parquet(work / "parquet"),
         ),
-        "streaming": lambda: run_doc(
+        "streaming": lambda: run_train_doc_here(
             "python train.py data=tinystories data.streaming=true data.max_bytes=2000000000", *STEPS,
             "data.val_windows=4", "sample.max_new_tokens=4", c, CSV, NO_TASKS,
             "data.path=TinyStories/data/train-*.parquet", "data.bpe_vocab_size=512", "model.block_size=64",
             cwd=tinystories_parquet(work / "streaming"),
         ),
-        "tokens": lambda: run_doc(
+        "tokens": lambda: run_train_doc_here(
             "python train.py data=tokens data.path='fineweb10B/fineweb_train_*.bin' "
             "data.val_path='fineweb10B/fineweb_val_*.bin' data.tokenizer_path=gpt2/tokenizer.json "
             "model.vocab_size=50304", *STEPS, "data.val_windows=4", "sample.max_new_tokens=4", c, CSV, NO_TASKS,
             "model.block_size=64", cwd=fineweb_shards(work / "tokens"),
         ),
     }  # fmt: skip
-    return in_parallel(jobs)
+    # one at a time, in this process (run_train_doc_here: single runs, and multiruns on one slot)
+    return in_order(jobs)
 
 
 @pytest.mark.slow
