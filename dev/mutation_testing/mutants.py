@@ -1097,6 +1097,12 @@ MUTANTS: list[Mutant] = [
     Mutant("cached_run_imports_pyarrow", "data/sources/blank.py", "import numpy as np\n",
            "import numpy as np\nimport pyarrow.compute as pc  # noqa: F401\n",
            "every run imports pyarrow (the stdlib listing reads sources.blank), cached tokens or not"),
+    # ---- the planner's fast fake step (r9-plan-table): issue 43 item 3's sizing table ----
+    Mutant("plan_attention_stats_one_chunk", "planning/step.py", "STAT_CHUNKS = 2\n", "STAT_CHUNKS = 1\n",
+           "the fake log step's attention statistics stop before the chunk that makes their peak"),
+    Mutant("plan_peak_snapshot_aliased", "planning/trackers.py",
+           "tracker._peak_mem_snap[dev] = deepcopy(dev_snap)", "tracker._peak_mem_snap[dev] = dev_snap",
+           "the planner's tracker keeps the live snapshot as the peak's: the step's end, not its peak"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

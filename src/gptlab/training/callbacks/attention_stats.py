@@ -22,6 +22,7 @@ def attention_stats(
     scale: float | None = None,
     cap: float | None = None,
     mask: torch.Tensor | None = None,
+    chunks: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor, int]:
     """(max logit, Σ entropy over query rows, number of rows, Σ sink, number of sink rows) of the
     layer's attention with (B, H, T, Dh) queries and keys: logits q·k·scale (None: 1/√Dh, SDPA's;
@@ -32,7 +33,13 @@ def attention_stats(
     row's p on key 0, over the rows t >= 1 (row 0 can attend to nothing else; 0 where the mask hides
     key 0). One score tensor per chunk of sequences. Keys with fewer heads than the queries
     (grouped-query: query head h reads key head h // (H / H_kv)) are broadcast over their group, so
-    the statistics stay per query head, the same rows as multi-head attention's."""
+    the statistics stay per query head, the same rows as multi-head attention's.
+
+    `chunks` (the planner's fake step, planning.step): only the first `chunks` chunks. From the second
+    chunk on, each allocates and frees what the second did (the previous chunk's scores and
+    probabilities are alive while the next ones are made; a short last chunk makes less), so two
+    reach the memory peak of all of them at the cost of two; the statistics then cover those rows
+    only. None: every row, as a run needs."""
     B, H, T, D = q.shape
     if k.shape[1] != H:  # (B, H_kv, group, T, Dh) against (B, H_kv, 1, T, Dh): no copy of k
         q, k = q.reshape(B, k.shape[1], H // k.shape[1], T, D), k.unsqueeze(2)
@@ -46,7 +53,7 @@ def attention_stats(
     ent = torch.zeros((), dtype=torch.float64, device=q.device)
     sink = torch.zeros((), dtype=torch.float64, device=q.device)
     step = max(1, SCORES_PER_CHUNK // (H * T * T))
-    for b in range(0, B, step):
+    for b in range(0, B, step)[:chunks]:
         s = (q[b : b + step].float() * scale) @ k[b : b + step].float().transpose(-1, -2)
         s = s if cap is None else softcap(s, cap)
         s.masked_fill_(hidden if hidden.dim() == 2 else hidden[b : b + step], -math.inf)
