@@ -184,9 +184,8 @@ class LayerTelemetry(L.Callback):
             return
         (q, k), mask = attn.kept_qk, attn.kept_mask
         attn.kept_qk = attn.kept_mask = None
-        top, ent, rows, sink, sink_rows = attention_stats(
-            q, k, attn.scale, attn.softcap, mask, chunks=self.stat_chunks
-        )
+        chunks = self.stat_chunks
+        top, ent, rows, sink, sink_rows = attention_stats(q, k, attn.scale, attn.softcap, mask, chunks)
         counts = ent.new_tensor([float(rows), float(sink_rows)])
         self._fwd[f"attn/{i - 1}"] = torch.cat([torch.stack([top.double(), ent, sink]), counts])
         if attn.kept_gate is not None:  # model.attn_gate: Σ gate and its count (a token-weighted mean)
