@@ -342,8 +342,8 @@ MUTANTS: list[Mutant] = [
            "keep = [i for i in range(len(used)) if i != h]",
            "keep = list(range(len(used)))", "the held-out rung's forecast is fitted on the rung itself"),
     Mutant("telemetry_ignores_mup_scale", "training/callbacks/telemetry.py",
-           "attention_stats(q, k, attn.scale, attn.softcap, mask)",
-           "attention_stats(q, k, None, attn.softcap, mask)",
+           "attention_stats(q, k, attn.scale, attn.softcap, mask, chunks)",
+           "attention_stats(q, k, None, attn.softcap, mask, chunks)",
            "attn_logit_max/* logged at 1/sqrt(d_head) for a μP model that attends at 1/d_head"),
     Mutant("mup_attn_scale_sqrt", "model/mup.py", "return base_head_dim(cfg) ** 0.5 / cfg.head_dim",
            "return cfg.head_dim**-0.5", "μP's attention logits scaled by 1/sqrt(d_head), not 1/d_head"),
@@ -764,8 +764,8 @@ MUTANTS: list[Mutant] = [
            "lo = max(r0, 1)  # the sink's rows t >= 1", "lo = r0  # the sink's rows t >= 1",
            "the sink's sum takes row 0 (always 1) while its count excludes it"),
     Mutant("attn_stats_uncapped", "training/callbacks/telemetry.py",
-           "attention_stats(q, k, attn.scale, attn.softcap, mask)",
-           "attention_stats(q, k, attn.scale, mask=mask)",
+           "attention_stats(q, k, attn.scale, attn.softcap, mask, chunks)",
+           "attention_stats(q, k, attn.scale, mask=mask, chunks=chunks)",
            "attention telemetry ignores model.attn_softcap: statistics of an attention the model never ran"),
     # --- downstream tasks, issue 48 item 3: requests checked before training, empty contexts, ... ---
     Mutant("tasks_requests_checked_late", "training/callbacks/tasks.py",
@@ -1151,6 +1151,12 @@ MUTANTS: list[Mutant] = [
            "(self.member if cols is None else self.member[:, cols])",
            "(self.member if cols is None else self.member[:, : len(cols)])",
            "the block parameters' ΔW² summed into the groups of the first parameters (the embedding's)"),
+    # ---- the planner's fast fake step (r9-plan-table): issue 43 item 3's sizing table ----
+    Mutant("plan_attention_stats_no_chunk", "planning/step.py", "STAT_CHUNKS = 2\n", "STAT_CHUNKS = 0\n",
+           "the fake log step skips the attention statistics: a log step's peak planned without them"),
+    Mutant("plan_peak_snapshot_aliased", "planning/trackers.py",
+           "tracker._peak_mem_snap[dev] = deepcopy(dev_snap)", "tracker._peak_mem_snap[dev] = dev_snap",
+           "the planner's tracker keeps the live snapshot as the peak's: the step's end, not its peak"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

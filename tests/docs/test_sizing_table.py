@@ -77,6 +77,17 @@ def test_each_row_follows_from_the_formula(row: dict[str, str]) -> None:
     total, n, layers_d = SHAPES[row["model"]]
     assert row["params"] == f"{total / 1e6:,.0f}M"
     devices = 8 if row["GPUs"].startswith("8×") else 1
+    usable_gib = (141 if row["GPUs"] == "1×H200" else 80) * 0.79
+    if row["micro-batch that fits"] == "none (1 needs more)":
+        # a telemetry log step's update holds fp32 weights, gradients, AdamW's two moments and the
+        # weights' copy telemetry takes before it: 20 bytes a parameter, more than the GPU has
+        cell = row["peak / device (GiB)"].replace(" at 1 (of ", " ").rstrip(")")
+        peak, usable = (float(x) for x in cell.split())
+        assert peak >= 20 * total / devices / 2**30 - 0.05
+        assert peak > usable
+        assert usable == pytest.approx(usable_gib, abs=0.051)
+        assert {row[c] for c in ("step time", "tokens/s", "10B tokens", "MFU")} == {"—"}
+        return
     micro = int(row["micro-batch that fits"])
     mfu = float(row["MFU"].split()[0])
     recompute = 4 / 3 if row["activation checkpointing"] == "full" else 1.0
@@ -90,6 +101,6 @@ def test_each_row_follows_from_the_formula(row: dict[str, str]) -> None:
     )
     peak, usable = (float(x) for x in row["peak / device (GiB)"].replace("(of ", "").rstrip(")").split())
     # gptlab.hardware counts an "80GB" H100 as 80 GiB (CUDA reports 79.6 GiB for it); the table was
-    # planned at 18% headroom (docs/performance.md says it is stale: the planner now keeps 21%)
+    # planned at the planner's 21% headroom
     assert peak <= usable
-    assert usable == pytest.approx((141 if row["GPUs"] == "1×H200" else 80) * 0.79, abs=0.051)
+    assert usable == pytest.approx(usable_gib, abs=0.051)

@@ -13,8 +13,9 @@ attention statistics, act_rms, the module's logit moments over the fp32 logits) 
 before the update; with `task_batch` the in-loop tasks' scoring forward follows, with the step's
 gradients alive as Lightning keeps them until the next step. torch's
 trackers (`MemTracker`; `FSDPMemTracker` for FSDP2, which also sees all-gather and reduce-scatter
-buffers and unsharded parameters) attribute every storage alive at the step's peak; that split is
-`Memory`. torchtitan's memory estimator (scripts/estimate/estimation.py) is the same idea.
+buffers and unsharded parameters; planning.trackers keeps only their device's peak) attribute every
+storage alive at the step's peak; that split is `Memory`. torchtitan's memory estimator
+(scripts/estimate/estimation.py) is the same idea.
 
 The fake step runs on CPU (fake CUDA tensors need a CUDA build of torch); for a CUDA target
 (`Setup.device`, the default) its norms run as CUDA runs them (`planning.norms`: what the fused
@@ -60,6 +61,11 @@ CATEGORY = {
     "Other": "other",
     "Inputs": "other",
 }
+# attention statistics' chunks of sequences the fake log step runs per layer: from the second on
+# each allocates what the second did, so two give every chunk's peak in 2 of B chunks' fake ops
+# (at T 2048 a chunk is one sequence: B of them was most of a large micro-batch's fake step);
+# tests/planning/test_fast_fake_step.py checks two against all
+STAT_CHUNKS = 2
 PARTS = ("parameters", "gradients", "optimizer", "activations", "temporaries", "other")
 
 
@@ -321,6 +327,7 @@ def measure(setup: Setup) -> Memory:
     """Peak memory per device of one training step of `setup`, measured on fake tensors."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    from gptlab.planning.trackers import tracker_for
     from gptlab.training.module import GPTLightningModule
     from gptlab.training.optim import build_optimizer
 
@@ -341,7 +348,7 @@ def measure(setup: Setup) -> Memory:
         init_optimizer_state(model, opt, setup)
         T = setup.model.block_size
         batch = torch.randint(0, setup.model.vocab_size, (setup.micro_batch, T + 1))
-        tracker = _tracker(model, opt, batch, setup)
+        tracker = tracker_for(model, opt, batch, setup.fsdp)
         norms = as_cuda(model) if setup.device == "cuda" else contextlib.nullcontext()
         telemetry = _telemetry(module, setup)
         with norms, tracker:
@@ -363,22 +370,9 @@ def _telemetry(module: Any, setup: Setup) -> Any:
     from gptlab.training.callbacks.telemetry import LayerTelemetry
 
     telemetry = LayerTelemetry(every=1, act_rms=setup.act_rms, attention=setup.attention, figures=False)
+    telemetry.stat_chunks = STAT_CHUNKS
     telemetry._build_index(module)
     return telemetry
-
-
-def _tracker(model: torch.nn.Module, opt: torch.optim.Optimizer, batch: torch.Tensor, setup: Setup) -> Any:
-    if setup.fsdp:
-        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
-
-        tracker = FSDPMemTracker(model, opt)
-        tracker.track_inputs((batch,))
-        return tracker
-    from torch.distributed._tools.mem_tracker import MemTracker
-
-    tracker = MemTracker()
-    tracker.track_external(model, opt, batch)
-    return tracker
 
 
 def _local_numel(p: torch.Tensor) -> int:

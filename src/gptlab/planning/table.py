@@ -118,11 +118,12 @@ def main(argv: Sequence[str]) -> int:
         from gptlab.errors import exit_with
 
         exit_with(ValueError(f"--table takes no other arguments, got {' '.join(argv)!r}"))
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     rows = sizing_rows()
     print(format_rows(rows))
+    # CPU seconds too: on a shared machine the wall time says more about the neighbours
     print(
         f"\n(python scripts/plan.py --table: torch {torch.__version__}, {platform.machine()}, "
-        f"{time.perf_counter() - t0:.0f} s of fake steps)"
+        f"{time.perf_counter() - t0:.0f} s of fake steps, {time.process_time() - cpu0:.0f} s CPU)"
     )
     return 0

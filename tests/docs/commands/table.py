@@ -36,7 +36,7 @@ COMMANDS: dict[str, str] = {
     "make gpu-wheels": "tests/test_gpu_wheels.py::test_wheels_plus_image_packages_run_the_check (dev/gpu_wheels.py's download)",
     "python -m gptlab.bench.gpu_check": f"{GPU} (its CPU dry run: tests/bench/test_gpu_check.py)",
     "python -m gptlab.bench.gpu_check --dry-run": "tests/bench/test_gpu_check.py::test_dry_run_writes_every_section_and_the_table_matches_the_json",
-    "python scripts/plan.py --table": "not runnable here: 20 rows of micro-batch searches on fake tensors, 16 min on the quiet 2-core machine; each row re-derived from the paper's formula in tests/docs/test_sizing_table.py (its formatting: tests/planning/test_plan_cli.py::test_table_rows_format; each row's search is largest_micro_batch, tests/planning/test_planner.py)",
+    "python scripts/plan.py --table": "not runnable here: 20 rows of micro-batch searches on fake tensors, ~11 CPU min (18 of the rows took 518 CPU s on 2026-12-06); each row re-derived from the paper's formula in tests/docs/test_sizing_table.py (its formatting: tests/planning/test_plan_cli.py::test_table_rows_format; each row's search is largest_micro_batch, tests/planning/test_planner.py)",
     # docs/ablations.md, the claims re-run through the slots launcher (issue 21)
     "python train.py -m experiment=ablate_tying hydra.launcher.slots=2 hydra.launcher.threads=1": "not runnable here: 30 jobs, 610 s (its quick sibling with the same launcher settings: tests/launcher/test_parallel_sweeps.py::test_two_slots_match_the_serial_sweep_job_for_job; ablate_tying itself shrunk: test_ablate_tying_and_init)",
     "python train.py -m experiment=ablate_tying model/tying=untied optim.lr=0.00234": "not runnable here: 3 jobs of ~45 s (ablate_tying shrunk: test_ablate_tying_and_init)",

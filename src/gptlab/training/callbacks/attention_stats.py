@@ -32,6 +32,7 @@ def attention_stats(
     scale: float | None = None,
     cap: float | None = None,
     mask: torch.Tensor | None = None,
+    chunks: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor, int]:
     """(max logit, Σ entropy over query rows, number of rows, Σ sink, number of sink rows) of the
     layer's attention with (B, H, T, Dh) queries and keys: logits q·k·scale (None: 1/√Dh, SDPA's;
@@ -47,7 +48,13 @@ def attention_stats(
     Cost (a log step's largest on a CPU): scores per chunk of sequences and per block of query rows
     (`row_blocks`: no score of a key after the block's last row), and per row the entropy as
     log Z − Σ e·(s − m) / Z with e = exp(s − m), m the row's max, Z = Σ e: one exp per score, no
-    elementwise log, no normalised copy (the same value as -Σ p log p up to float rounding)."""
+    elementwise log, no normalised copy (the same value as -Σ p log p up to float rounding).
+
+    `chunks` (the planner's fake step, planning.step): only the first `chunks` chunks of sequences.
+    From the second chunk on, each allocates and frees what the second did (it starts with the
+    previous chunk's last row block's scores alive; a short last chunk makes less), so two reach
+    the memory peak of all of them at the cost of two; the statistics then cover those rows only.
+    None: every row, as a run needs."""
     B, H, T, D = q.shape
     if k.shape[1] != H:  # (B, H_kv, group, T, Dh) against (B, H_kv, 1, T, Dh): no copy of k
         q, k = q.reshape(B, k.shape[1], H // k.shape[1], T, D), k.unsqueeze(2)
@@ -62,7 +69,7 @@ def attention_stats(
     ent = torch.zeros((), dtype=torch.float64, device=q.device)
     sink = torch.zeros((), dtype=torch.float64, device=q.device)
     step = max(1, SCORES_PER_CHUNK // (H * T * T))
-    for b in range(0, B, step):
+    for b in range(0, B, step)[:chunks]:
         qs, kb = q[b : b + step].float() * scale, k[b : b + step].float()
         hid = hidden if hidden.dim() == 2 else hidden[b : b + step]
         for r0, r1 in row_blocks(T):

@@ -82,6 +82,9 @@ class LayerTelemetry(L.Callback):
         # the attention family costs an unfused attention pass (its T×T scores): taken on every
         # `attention_every`-th log step (the first one included) and on every forced step
         self.attention_every = max(1, attention_every)
+        # attention_stats' chunks of sequences per layer: None (all) in a run; the planner's fake
+        # step sets 2, which reach the same memory peak as all (attention_stats' docstring)
+        self.stat_chunks: int | None = None
         self.figures = figures
         self.figures_every = max(1, figures_every)  # in log steps
         self.run_dir = Path(run_dir) if run_dir else None
@@ -181,7 +184,8 @@ class LayerTelemetry(L.Callback):
             return
         (q, k), mask = attn.kept_qk, attn.kept_mask
         attn.kept_qk = attn.kept_mask = None
-        top, ent, rows, sink, sink_rows = attention_stats(q, k, attn.scale, attn.softcap, mask)
+        chunks = self.stat_chunks
+        top, ent, rows, sink, sink_rows = attention_stats(q, k, attn.scale, attn.softcap, mask, chunks)
         counts = ent.new_tensor([float(rows), float(sink_rows)])
         self._fwd[f"attn/{i - 1}"] = torch.cat([torch.stack([top.double(), ent, sink]), counts])
         if attn.kept_gate is not None:  # model.attn_gate: Σ gate and its count (a token-weighted mean)

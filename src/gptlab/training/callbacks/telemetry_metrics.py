@@ -56,11 +56,14 @@ class GroupIndex:
         groups += ["final_norm"] if model.final_norm is not None else []
         groups += ["head"] if not model.cfg.tie_embeddings else []
         index = {g: k for k, g in enumerate(groups)}
-        member = torch.zeros(len(groups), len(names))
+        # filled as Python lists, made a tensor once: one op, not one per entry (under the
+        # planner's FakeTensorMode each entry's write was a dispatched op: planning.step)
+        rows = [[0.0] * len(names) for _ in groups]
         for j, name in enumerate(names):
-            member[index["total"], j] = 1.0
+            rows[index["total"]][j] = 1.0
             for g in group_names(name):
-                member[index[g], j] = 1.0
+                rows[index[g]][j] = 1.0
+        member = torch.tensor(rows, dtype=torch.float32).reshape(len(groups), len(names))
         blocks = [g for g in groups if re.fullmatch(r"block_\d+", g)]
         alphas = [(site, j) for j, name in enumerate(names) if (site := dyt_site(name)) is not None]
         numel = torch.tensor([float(local(p).numel()) for p in params], dtype=torch.float64)
