@@ -82,7 +82,7 @@ def shards(ckpt: Path, out: Path) -> dict:
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
     dcp_to_torch_save(ckpt, out)
-    return torch.load(out, weights_only=False)
+    return torch.load(out, weights_only=True)
 
 
 def same(a: object, b: object) -> bool:
@@ -115,11 +115,11 @@ def test_a_failed_async_write_keeps_the_previous_checkpoint_equal_to_the_sync_on
     assert record["status"] == "failed", record
     assert "asynchronous checkpoint save" in record["error"] and "last.ckpt" in record["error"], record
     last = run / "checkpoints" / "last.ckpt"
-    assert torch.load(last / "meta.pt", weights_only=False)["global_step"] == STOP
+    assert torch.load(last / "meta.pt", weights_only=True)["global_step"] == STOP
     sync = shards(spawned_runs["fsdp/first"] / "checkpoints" / "last.ckpt", tmp_path / "sync.pt")
     assert same(shards(last, tmp_path / "async.pt"), sync)
     best = run / "checkpoints" / "best.ckpt"
-    assert torch.load(best / "meta.pt", weights_only=False)["global_step"] in (STOP, FAILS_AT)
+    assert torch.load(best / "meta.pt", weights_only=True)["global_step"] in (STOP, FAILS_AT)
     assert shards(best, tmp_path / "best.pt")["state_dict"].keys() == sync["state_dict"].keys()
 
 
@@ -132,7 +132,7 @@ def test_resume_continues_like_the_straight_run(resumed: Path, torchrun_run: Run
         assert loss == pytest.approx(straight[step], rel=1e-6), step
     # its last save, asynchronous, was swapped in at teardown: last.ckpt is the final step's
     last = resumed / "checkpoints" / "last.ckpt"
-    assert torch.load(last / "meta.pt", weights_only=False)["global_step"] == STEPS
+    assert torch.load(last / "meta.pt", weights_only=True)["global_step"] == STEPS
     assert not list(last.parent.glob(".*.tmp")), "a temporary checkpoint directory was left behind"
 
 

@@ -55,8 +55,8 @@ def param_groups(
 
 
 # where torch's fused AdamW runs: one kernel over all parameters instead of a Python loop of ~10
-# ops per tensor (on one CPU thread 0.5 against 2.1 ms a step for the `small` shape's 0.8 M
-# parameters; docs/performance.md, "Short runs"), and the non-finite guard's `found_inf` without a sync
+# ops per tensor (docs/performance.md, "Short runs"), and the non-finite guard's `found_inf`
+# without a sync
 FUSED_ADAMW_DEVICES = ("cuda", "cpu")
 
 
