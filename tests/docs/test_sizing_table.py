@@ -17,9 +17,15 @@ T = 2048
 PEAK = 989.4e12
 
 
+def llama_blocks(layers: int, d: int, ffn: int) -> int:
+    """The blocks' parameters alone (attention, SwiGLU, two RMSNorm gains each): what telemetry copies
+    before a log step's update."""
+    return layers * (4 * d * d + 3 * d * ffn + 2 * d)
+
+
 def llama(layers: int, d: int, ffn: int, vocab: int, tied: bool) -> tuple[int, int, int]:
     """(all parameters, N, layers·d) of a pre-RMSNorm SwiGLU stack without biases."""
-    blocks = layers * (4 * d * d + 3 * d * ffn + 2 * d) + d
+    blocks = llama_blocks(layers, d, ffn) + d
     table = vocab * d
     total = blocks + table + (0 if tied else table)
     return total, total - (0 if tied else table), layers * d
@@ -79,11 +85,13 @@ def test_each_row_follows_from_the_formula(row: dict[str, str]) -> None:
     devices = 8 if row["GPUs"].startswith("8×") else 1
     usable_gib = (141 if row["GPUs"] == "1×H200" else 80) * 0.79
     if row["micro-batch that fits"] == "none (1 needs more)":
-        # a telemetry log step's update holds fp32 weights, gradients, AdamW's two moments and the
-        # weights' copy telemetry takes before it: 20 bytes a parameter, more than the GPU has
+        # a telemetry log step's update holds fp32 weights, gradients, AdamW's two moments (16 bytes
+        # a parameter) and the copy of the blocks' weights telemetry takes before it (4 more bytes
+        # a block parameter): more than the GPU has
+        assert row["model"] == "llama-7B", "only llama-7B on one H200 is planned not to fit"
         cell = row["peak / device (GiB)"].replace(" at 1 (of ", " ").rstrip(")")
         peak, usable = (float(x) for x in cell.split())
-        assert peak >= 20 * total / devices / 2**30 - 0.05
+        assert peak >= (16 * total + 4 * llama_blocks(32, 4096, 11008)) / devices / 2**30 - 0.05
         assert peak > usable
         assert usable == pytest.approx(usable_gib, abs=0.051)
         assert {row[c] for c in ("step time", "tokens/s", "10B tokens", "MFU")} == {"—"}
