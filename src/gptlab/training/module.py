@@ -39,11 +39,14 @@ class GPTLightningModule(L.LightningModule):
         self.optim_cfg = OptimConfig(**optim)
         # data.document_mask (data/documents.py): the eot id and positions; None: windows see across
         self.model = GPT(self.model_cfg, Documents(**documents) if documents else None)
+        # whether any FFN is a mixture of experts: a dense model's step skips the routing terms'
+        # walks over its modules (docs/performance.md, "Short runs": pure per-step overhead)
+        self.has_moe = any(self.model_cfg.is_moe(i) for i in range(self.model_cfg.n_layer))
         self.bytes_per_token = bytes_per_token
         self._val_sums: list[torch.Tensor] = []  # [Σ token loss, token count] per val batch
         self.last_loss: torch.Tensor | None = None  # the last training step's loss, on the device
         self.nonfinite = NonFiniteGuard()  # drops the update of a step with NaN/inf gradients
-        self.clip_coef: torch.Tensor | None = None  # the factor the last clipped step applied
+        self._clip_total: torch.Tensor | None = None  # the last clipped step's pre-clip global norm
         self._step_loss_sum: torch.Tensor | None = None  # this optimizer step's micro-batch losses
         self._step_lr = 0.0  # the LR of the step in progress
         self.last_ce: torch.Tensor | None = None  # the last micro-batch's cross-entropy (no z-loss)
@@ -83,7 +86,9 @@ class GPTLightningModule(L.LightningModule):
         """The training objective: the tokens' (below), plus MoE's routing losses (the routers' aux
         and z losses, with their coefficients) when the FFNs are experts."""
         objective = self._token_objective(batch[:, :-1], batch[:, 1:])
-        routing = moe.routing_loss(self.model)  # None when dense
+        if not self.has_moe:
+            return objective
+        routing = moe.routing_loss(self.model)
         if routing is not None:
             self.last_routing = routing.detach()
             objective = objective + routing
@@ -119,7 +124,8 @@ class GPTLightningModule(L.LightningModule):
         self._step_lr = float(self.optimizers().param_groups[0]["lr"])  # a Python float: no sync
         objective = self._loss(batch)
         # the expert bias moves on this step's loads (balance=bias); telemetry reads its routing sums
-        moe.accumulate_load(self.model, fresh=batch_idx % self.trainer.accumulate_grad_batches == 0)
+        if self.has_moe:
+            moe.accumulate_load(self.model, fresh=batch_idx % self.trainer.accumulate_grad_batches == 0)
         loss = self.last_ce if self.last_ce is not None else objective.detach()  # train/loss: CE only
         self.last_loss = loss  # callbacks/progress.py reads it when the bar redraws
         # not prog_bar=True: Lightning turns progress-bar metrics into Python numbers after every
@@ -206,24 +212,37 @@ class GPTLightningModule(L.LightningModule):
         factor applied to the gradients (1 when they were within the bound), on the device; telemetry
         logs it on log steps.
         """
-        params = [p for p in self.model.parameters() if p.grad is not None]
-        self._clip(optimizer, params)
+        named = [(n, p) for n, p in self.model.named_parameters() if p.grad is not None]  # one walk
+        params = [p for _, p in named]
+        self._clip(optimizer, named, params)
         if self.skip_update:  # the spike policy (callbacks/spikes.py): the non-finite guard's drop
             self.skip_update = False
             drop_update(optimizer, params, torch.ones((), dtype=torch.bool, device=self.device), also=True)
 
-    def _clip(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter]) -> None:
+    def _clip(
+        self,
+        optimizer: torch.optim.Optimizer,
+        named: list[tuple[str, torch.nn.Parameter]],
+        params: list[torch.nn.Parameter],
+    ) -> None:
         if getattr(self.trainer.precision_plugin, "scaler", None) is not None:
             if self.optim_cfg.grad_clip <= 0:
                 return
             total = global_norm([p.grad for p in params])
         else:
-            total = self.nonfinite.total_norm(self.model.named_parameters(), optimizer, self.global_step)
+            total = self.nonfinite.total_norm(named, optimizer, self.global_step)
         if self.optim_cfg.grad_clip > 0 and params:
             # clip_grads_with_norm_ takes the *parameters* and scales their .grad in place, by
-            # max_norm / (total + 1e-6) clamped to 1 (torch's formula, recomputed here only to log it)
+            # max_norm / (total + 1e-6) clamped to 1
             torch.nn.utils.clip_grads_with_norm_(params, self.optim_cfg.grad_clip, total, foreach=True)
-            self.clip_coef = torch.clamp(self.optim_cfg.grad_clip / (total.detach() + 1e-6), max=1.0)
+            self._clip_total = total.detach()
+
+    @property
+    def clip_coef(self) -> torch.Tensor | None:
+        """The factor the last clipped step applied (torch's formula, recomputed from its norm when
+        read: telemetry reads it on log steps only, so other steps pay no op for it); None when none."""
+        total = self._clip_total
+        return None if total is None else torch.clamp(self.optim_cfg.grad_clip / (total + 1e-6), max=1.0)
 
 
 def logit_moments(flat: torch.Tensor, log_z: torch.Tensor) -> torch.Tensor:

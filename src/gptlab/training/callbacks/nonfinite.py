@@ -78,38 +78,34 @@ class NonFiniteGuard:
         if not grads:
             return torch.zeros(())
         norms = torch._foreach_norm([local(g) for g in grads], 2.0)
-        per_param = torch.stack([n.float() for n in norms])  # local shards under FSDP
+        # local shards under FSDP; one cast of the stack (exact, as each norm's own cast was)
+        per_param = torch.stack(norms).float()
         self.per_param, self.per_param_step = per_param, step
         if any(hasattr(g, "full_tensor") for g in grads):  # FSDP2: the total must span the shards
             total = global_norm(grads)
         else:
             total = torch.linalg.vector_norm(per_param, 2.0)
-        self._record([n for n, _ in params], step, total, per_param)
-        self._drop_if_bad(optimizer, [p for _, p in params], total)
+        bad = ~torch.isfinite(total)
+        self._record([n for n, _ in params], step, bad, per_param)
+        drop_update(optimizer, [p for _, p in params], bad)
         return total
 
-    def _record(self, names: list[str], step: int, total: torch.Tensor, per_param: torch.Tensor) -> None:
-        bad = ~torch.isfinite(total)
+    def _record(self, names: list[str], step: int, bad: torch.Tensor, per_param: torch.Tensor) -> None:
         mask = ~torch.isfinite(per_param)
         if self.count is None or names != self.names or self.first_mask is None:
-            device = total.device
+            device = bad.device
             self.names = names
             self.count = torch.zeros((), device=device)
             self.first_step = torch.full((), -1, dtype=torch.long, device=device)
             self.last_step = torch.full((), -1, dtype=torch.long, device=device)
             self.first_mask = torch.zeros(len(names), dtype=torch.bool, device=device)
             self.last_mask = torch.zeros(len(names), dtype=torch.bool, device=device)
-        here = torch.full((), step, dtype=torch.long, device=total.device)
         first = bad & (self.first_step < 0)
         self.count += bad.float()
-        self.first_step = torch.where(first, here, self.first_step)
+        self.first_step = torch.where(first, step, self.first_step)  # a Python int: no tensor made
         self.first_mask = torch.where(first, mask, self.first_mask)
-        self.last_step = torch.where(bad, here, self.last_step)
+        self.last_step = torch.where(bad, step, self.last_step)
         self.last_mask = torch.where(bad, mask, self.last_mask)
-
-    @staticmethod
-    def _drop_if_bad(optimizer: Any, params: list[nn.Parameter], total: torch.Tensor) -> None:
-        drop_update(optimizer, params, ~torch.isfinite(total))
 
     def seen(self) -> int:
         """Dropped updates so far (a host read)."""
