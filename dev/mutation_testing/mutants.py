@@ -20,8 +20,8 @@ MUTANTS: list[Mutant] = [
     # --- gradient clipping: the defect of issue 12, and the factor it reports ---
     Mutant("clip_grads_not_params", "training/module.py", "clip_grads_with_norm_(params,",
            "clip_grads_with_norm_([p.grad for p in params],", "the original bug: nothing is clipped"),
-    Mutant("clip_coef_unclamped", "training/module.py", "(total.detach() + 1e-6), max=1.0)",
-           "(total.detach() + 1e-6), min=0.0)", "reports a factor > 1 when nothing was clipped"),
+    Mutant("clip_coef_unclamped", "training/module.py", "(total + 1e-6), max=1.0)",
+           "(total + 1e-6), min=0.0)", "reports a factor > 1 when nothing was clipped"),
     Mutant("telemetry_clip_coef_fake", "training/callbacks/telemetry_metrics.py",
            "coef.detach().reshape(1).to(packed)", "torch.ones(1).to(packed)",
            "grad_norm/clip_coef no longer the applied factor"),
@@ -1157,6 +1157,17 @@ MUTANTS: list[Mutant] = [
     Mutant("plan_peak_snapshot_aliased", "planning/trackers.py",
            "tracker._peak_mem_snap[dev] = deepcopy(dev_snap)", "tracker._peak_mem_snap[dev] = dev_snap",
            "the planner's tracker keeps the live snapshot as the peak's: the step's end, not its peak"),
+    # ---- the training step's per-step overhead (r10-step): issue 48 item 5, pure-overhead cuts ----
+    Mutant("moe_routing_dropped_by_dense_flag", "training/module.py",
+           "self.has_moe = any(self.model_cfg.is_moe(i) for i in range(self.model_cfg.n_layer))",
+           "self.has_moe = False",
+           "an MoE model's objective loses the routers' aux and z terms (taken for dense)"),
+    Mutant("dense_step_walks_for_experts", "training/module.py",
+           "        if not self.has_moe:\n            return objective\n", "",
+           "a dense model's step walks its modules for MoE layers again: per-step overhead"),
+    Mutant("nonfinite_step_recorded_off_by_one", "training/callbacks/nonfinite.py",
+           "torch.where(first, step, self.first_step)", "torch.where(first, step + 1, self.first_step)",
+           "the first bad step's index (a scalar in torch.where, no tensor made) is reported one late"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
