@@ -1157,6 +1157,12 @@ MUTANTS: list[Mutant] = [
     Mutant("plan_peak_snapshot_aliased", "planning/trackers.py",
            "tracker._peak_mem_snap[dev] = deepcopy(dev_snap)", "tracker._peak_mem_snap[dev] = dev_snap",
            "the planner's tracker keeps the live snapshot as the peak's: the step's end, not its peak"),
+    # ---- a short run's start-up and run-end view (r10-startup): issue 48 item 5 ----
+    Mutant("startup_imports_not_frozen", "training/heap.py", "            gc.freeze()\n",
+           "            pass\n",
+           "torch's and Lightning's objects stay scanned: every full collection walks them (~1 CPU s a run)"),
+    Mutant("startup_freezes_a_jobs_garbage", "training/heap.py", "if len(sys.modules) > before:", "if True:",
+           "a sweep's later job in the same process freezes what the earlier job left: never collected"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
