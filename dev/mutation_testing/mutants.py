@@ -1163,6 +1163,9 @@ MUTANTS: list[Mutant] = [
            "torch's and Lightning's objects stay scanned: every full collection walks them (~1 CPU s a run)"),
     Mutant("startup_freezes_a_jobs_garbage", "training/heap.py", "if len(sys.modules) > before:", "if True:",
            "a sweep's later job in the same process freezes what the earlier job left: never collected"),
+    Mutant("view_one_jobs_config_for_all", "dashboards/source.py",
+           "zip(logged, configs, strict=True)", "zip(logged, [configs[0]] * len(configs), strict=True)",
+           "the config read once is the first job's for every job: a sweep's view misses keys others log"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -93,8 +93,9 @@ def load(path: str | Path, entity: str | None, project: str | None, allow_failed
             f"{str(root)!r}: no job logged to wandb (empty group: no wandb/ run dir in any job; "
             "was logger.wandb=false or logger=csv?); run the sweep with wandb on"
         )
-    shape = merge([shape_of(d) for d in logged])
-    cfg = read_config(logged[0])
+    configs = [read_config(d) for d in logged]  # each read once
+    shape = merge([shape_of(d, c) for d, c in zip(logged, configs, strict=True)])
+    cfg = configs[0]
     logger = cfg.get("logger") or {}
     record = None if is_run else read_record(root)
     target = Target(
