@@ -1166,6 +1166,11 @@ MUTANTS: list[Mutant] = [
     Mutant("view_one_jobs_config_for_all", "dashboards/source.py",
            "zip(logged, configs, strict=True)", "zip(logged, [configs[0]] * len(configs), strict=True)",
            "the config read once is the first job's for every job: a sweep's view misses keys others log"),
+    Mutant("run_imports_the_sweeper", "dashboards/source.py",
+           "from gptlab.dashboards.keys import RunShape, read_config, shape_of\n",
+           "from gptlab.ablation.sweep_dir import read_record  # noqa: F401\n"
+           "from gptlab.dashboards.keys import RunShape, read_config, shape_of\n",
+           "every run imports the sweeper's modules at start-up (~10 CPU ms) for a record only sweeps have"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")
