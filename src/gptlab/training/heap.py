@@ -4,11 +4,11 @@ torch, Lightning and what they import leave ~490,000 objects that live as long a
 of CPython's full collections walks all of them: in a 20-step train.py run eight walked 56,000 to
 488,000 objects while it imported and composed, 1.3 CPU s, and the younger collections 0.4 s more;
 0.12 s of collector time in all after this (gc.callbacks, docs/performance.md "Short runs"). Only
-~13,000 of those objects were garbage. Inside `imports_unscanned` the collector
-is paused; at its end the objects alive are moved to the permanent generation (the pattern the
-`gc.freeze` documentation gives for pre-fork servers), so later collections walk what the run itself
-allocates. Nothing a run computes changes (its metrics.json is the same to the bit); the garbage
-the imports left is kept (~13,000 objects). A block that imported nothing (a sweep's second job in the same process) freezes
+~13,000 of those objects were garbage. Inside `imports_unscanned` the collector is paused; at its
+end the objects alive move to the permanent generation (the pattern the `gc.freeze` documentation
+gives for pre-fork servers), so later collections walk what the run itself allocates. Nothing a run
+computes changes (its metrics.json is the same to the bit); the garbage the imports left is kept
+(~13,000 objects). A block that imported nothing (a sweep's second job in the same process) freezes
 nothing: what an earlier job left behind stays collectable.
 """
 
