@@ -32,6 +32,7 @@ from typing import Any
 from dev.bench.child import REPO, run_child
 from dev.bench.corpus import local_text
 from gptlab.training.early_imports import WANDB_LAUNCH_INPUTS
+from gptlab.training.heap import imports_unscanned
 
 SHAKESPEARE = [
     "model.n_layer=6", "model.n_head=6", "model.n_embd=384", "model.block_size=256", "model.dropout=0.2",
@@ -189,7 +190,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     """The run in this interpreter; the phase table as JSON."""
     clock = PhaseClock()
     imports: dict[str, float] = {}
-    for module in (
+    modules = (
         "torch",
         *((WANDB_LAUNCH_INPUTS,) if wandb_logger_on(spec["overrides"]) else ()),  # train.py's early import
         *LIGHTNING_PULLS,
@@ -197,10 +198,12 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         "hydra",
         "gptlab.training.app",
         "gptlab.dashboards.cli",
-    ):
-        t = time.process_time()
-        __import__(module)
-        imports[module] = time.process_time() - t
+    )
+    with imports_unscanned():  # as train.py imports (gptlab.training.heap): the collector paused, then frozen
+        for module in modules:
+            t = time.process_time()
+            __import__(module)
+            imports[module] = time.process_time() - t
     instrument(clock)
     clock.switch("compose")
     sys.argv = ["train.py", *spec["overrides"]]

@@ -1168,6 +1168,20 @@ MUTANTS: list[Mutant] = [
     Mutant("nonfinite_step_recorded_off_by_one", "training/callbacks/nonfinite.py",
            "torch.where(first, step, self.first_step)", "torch.where(first, step + 1, self.first_step)",
            "the first bad step's index (a scalar in torch.where, no tensor made) is reported one late"),
+    # ---- a short run's start-up and run-end view (r10-startup): issue 48 item 5 ----
+    Mutant("startup_imports_not_frozen", "training/heap.py", "            gc.freeze()\n",
+           "            pass\n",
+           "torch's and Lightning's objects stay scanned: every full collection walks them (~1 CPU s a run)"),
+    Mutant("startup_freezes_a_jobs_garbage", "training/heap.py", "if len(sys.modules) > before:", "if True:",
+           "a sweep's later job in the same process freezes what the earlier job left: never collected"),
+    Mutant("view_one_jobs_config_for_all", "dashboards/source.py",
+           "zip(logged, configs, strict=True)", "zip(logged, [configs[0]] * len(configs), strict=True)",
+           "the config read once is the first job's for every job: a sweep's view misses keys others log"),
+    Mutant("run_imports_the_sweeper", "dashboards/source.py",
+           "from gptlab.dashboards.keys import RunShape, read_config, shape_of\n",
+           "from gptlab.ablation.sweep_dir import read_record  # noqa: F401\n"
+           "from gptlab.dashboards.keys import RunShape, read_config, shape_of\n",
+           "every run imports the sweeper's modules at start-up (~10 CPU ms) for a record only sweeps have"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

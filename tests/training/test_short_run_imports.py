@@ -1,7 +1,8 @@
 """What a short run imports (issue 48 item 5, docs/performance.md "Short runs"): `datasets` costs ~0.5
 CPU s to import, pyarrow ~0.06, and they are needed only to pack a corpus, so a run whose tokens are
 cached imports none of them; wandb's launch models cost ~1 CPU s less imported before Lightning
-(gptlab.training.early_imports), so a run with the wandb logger imports them first.
+(gptlab.training.early_imports), so a run with the wandb logger imports them first; the sweeper's
+modules (gptlab.ablation, ~10 CPU ms) only where a sweep's view reads its record.
 Checked in a fresh interpreter, which imports what train.py's path imports and prepares cached tokens of
 the default source (the stdlib, listed by data.resolve on every run) and of a text file (the streaming
 packer's source)."""
@@ -31,11 +32,11 @@ from gptlab.data.config import DataConfig
 from gptlab.data.packing import prepare_tokens
 for spec in json.loads(sys.argv[1]):
     prepare_tokens(DataConfig(**spec))
-print(json.dumps(sorted(m for m in ("datasets", "pandas", "pyarrow") if m in sys.modules)))
+print(json.dumps(sorted(m for m in ("datasets", "pandas", "pyarrow", "gptlab.ablation") if m in sys.modules)))
 """
 
 
-def test_a_run_on_cached_tokens_imports_no_datasets_nor_pyarrow(tmp_path: Path) -> None:
+def test_a_run_on_cached_tokens_imports_no_datasets_nor_pyarrow_nor_the_sweeper(tmp_path: Path) -> None:
     text = tmp_path / "corpus.txt"
     text.write_text("".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(400)))
     specs = [

@@ -28,6 +28,8 @@ BLOCK_FAMILIES = ("update_ratio", "update_rms")  # one key per block_XX
 # range only under balance=bias
 MOE_STATS = ("max_over_mean_load", "dead_experts", "router_entropy", "aux_loss", "z_loss", "dropped")
 MOE_BIAS_STATS = ("bias_min", "bias_max")
+# PyYAML's safe loader on libyaml's parser (same constructor and resolver as yaml.SafeLoader)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 TASK_METRICS = ("acc", "acc_norm", "bpb")  # task/<name>/<metric>, logged by the in-loop task callback
 
 
@@ -132,8 +134,8 @@ def task_names(cfg: dict[str, Any]) -> tuple[str, ...]:
 def read_config(job_dir: Path) -> dict[str, Any]:
     """The job's composed config as Hydra saved it (.hydra/config.yaml)."""
     path = job_dir / ".hydra" / "config.yaml"
-    try:
-        cfg = yaml.safe_load(path.read_text())
+    try:  # libyaml's parser when PyYAML has it: the same dict, ~7x less CPU (a run's end reads one)
+        cfg = yaml.load(path.read_text(), Loader=SAFE_LOADER)
     except (OSError, yaml.YAMLError) as err:
         raise ConfigUnreadable(
             f"{path} is not readable ({type(err).__name__}); is {job_dir} a gptlab run?"
@@ -157,8 +159,9 @@ def logged_elsewhere(job_dir: Path) -> set[str]:
     return keys
 
 
-def shape_of(job_dir: Path) -> RunShape:
-    cfg = read_config(job_dir)
+def shape_of(job_dir: Path, cfg: dict[str, Any] | None = None) -> RunShape:
+    """What the job logs, from its config (`cfg`: read_config(job_dir) already read)."""
+    cfg = read_config(job_dir) if cfg is None else cfg
     tele = (cfg.get("callbacks") or {}).get("telemetry") or {}
     optim = cfg.get("optim") or {}
     trainer = cfg.get("trainer") or {}

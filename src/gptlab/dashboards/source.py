@@ -11,7 +11,6 @@ import dataclasses
 import json
 from pathlib import Path
 
-from gptlab.ablation.sweep_dir import job_overrides, read_record
 from gptlab.dashboards.keys import RunShape, read_config, shape_of
 from gptlab.dashboards.view import Target, verdict_markdown
 
@@ -48,6 +47,8 @@ def job_dirs(sweep: Path) -> list[Path]:
 
 def arm_of(job_dir: Path, arm_key: str) -> str | None:
     """The job's value of the sweep's arm key, from the overrides Hydra recorded for it."""
+    from gptlab.ablation.sweep_dir import job_overrides  # a sweep's: a single run's view never needs it
+
     for override in job_overrides(job_dir) or []:
         key, _, value = override.partition("=")
         if key.lstrip("+~") == arm_key:
@@ -93,10 +94,15 @@ def load(path: str | Path, entity: str | None, project: str | None, allow_failed
             f"{str(root)!r}: no job logged to wandb (empty group: no wandb/ run dir in any job; "
             "was logger.wandb=false or logger=csv?); run the sweep with wandb on"
         )
-    shape = merge([shape_of(d) for d in logged])
-    cfg = read_config(logged[0])
+    configs = [read_config(d) for d in logged]  # each read once
+    shape = merge([shape_of(d, c) for d, c in zip(logged, configs, strict=True)])
+    cfg = configs[0]
     logger = cfg.get("logger") or {}
-    record = None if is_run else read_record(root)
+    record = None
+    if not is_run:  # the sweeper's record, imported here: a run's end (train.py) reads none
+        from gptlab.ablation.sweep_dir import read_record
+
+        record = read_record(root)
     target = Target(
         entity=entity or logger.get("entity") or "",
         project=project or logger.get("project") or "gptlab",

@@ -1,0 +1,57 @@
+"""gptlab.training.heap: start-up imports leave the collector paused while they run, then frozen
+(`gc.freeze`), so no full collection walks torch's and Lightning's objects again; a block that
+imports nothing (a sweep's later job in the same process) freezes nothing. The oracle is CPython's
+own gc state (gc.isenabled, gc.get_freeze_count, gc.collect's count), read in a fresh interpreter.
+train.py's own start-up is checked in tests/training/test_early_refusal.py (its refused run's full
+collections, by gc.callbacks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+CHILD = """
+import gc, json
+from gptlab.training.heap import imports_unscanned
+
+out = {"frozen_at_start": gc.get_freeze_count()}
+with imports_unscanned():
+    out["paused"] = not gc.isenabled()
+    import decimal, email.message, xml.dom.minidom  # not imported yet
+out["frozen"] = gc.get_freeze_count()
+out["enabled"] = gc.isenabled()
+
+
+class Node:
+    pass
+
+
+a, b = Node(), Node()
+a.other, b.other = b, a
+del a, b  # a cycle of garbage, as an earlier job of a sweep leaves
+with imports_unscanned():
+    import decimal  # imported already
+out["frozen_again"] = gc.get_freeze_count()
+out["collected"] = gc.collect()
+gc.disable()
+with imports_unscanned():
+    import fractions
+out["stays_disabled"] = not gc.isenabled()
+print(json.dumps(out))
+"""
+
+
+def test_imports_run_unscanned_then_frozen_and_a_block_without_imports_freezes_nothing() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["frozen_at_start"] == 0 and out["paused"] and out["enabled"]
+    assert out["frozen"] > 1000  # the interpreter's objects and the imported modules'
+    assert out["frozen_again"] == out["frozen"]  # nothing imported: the cycle above stays collectable
+    assert out["collected"] >= 2
+    assert out["stays_disabled"]  # the caller's setting is restored, not forced on
