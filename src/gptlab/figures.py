@@ -107,7 +107,7 @@ def depth_figure(
 ) -> Figure:
     """Norm against block index at a few steps (first, last and evenly in between), log y."""
     fig = _figure(6, 4)
-    ax = fig.add_axes(_inches(fig, 1.0, 0.55, 0.15, 0.35))
+    ax = fig.add_axes(_inches(fig, 1.15, 0.55, 0.15, 0.35))
     cols = sorted({round(k * (len(steps) - 1) / max(1, n_curves - 1)) for k in range(n_curves)})
     for c in cols:
         ax.plot(range(len(matrix)), [row[c] for row in matrix], marker="o", label=f"step {steps[c]}")
