@@ -1157,7 +1157,7 @@ MUTANTS: list[Mutant] = [
     Mutant("plan_peak_snapshot_aliased", "planning/trackers.py",
            "tracker._peak_mem_snap[dev] = deepcopy(dev_snap)", "tracker._peak_mem_snap[dev] = dev_snap",
            "the planner's tracker keeps the live snapshot as the peak's: the step's end, not its peak"),
-    # ---- run-end figures and sample (r10-runend): fixed margins, Unicode log ticks, the sample's buffer ----
+    # ---- run-end figures and sample (r10-runend): fixed margins, Unicode log ticks, the sample's window ----
     Mutant("figure_log_tick_exponent_unsigned", "figures.py", r'text = re.sub(r"\^\{(-?\d+)\}"',
            r'text = re.sub(r"\^\{(\d+)\}"',
            "a negative exponent keeps its mathtext ^{-1}: the label is no longer the tick's value"),
@@ -1173,8 +1173,8 @@ MUTANTS: list[Mutant] = [
            'ax.plot(range(len(matrix)), [row[c] for row in matrix], marker="o"',
            'ax.plot(range(len(matrix)), [row[-1] for row in matrix], marker="o"',
            "every depth-profile line draws the last step's norms under its own step's label"),
-    Mutant("sample_window_one_short", "generation.py", "ids[:, max(0, n - model.cfg.block_size) : n]",
-           "ids[:, max(0, n - model.cfg.block_size + 1) : n]",
+    Mutant("sample_window_one_short", "generation.py", "idx[:, -model.cfg.block_size :]",
+           "idx[:, -model.cfg.block_size + 1 :]",
            "once the text outgrows block_size the sample reads one token less than the model can"),
 ]
 # fmt: on

@@ -36,13 +36,11 @@ def sample_tokens(
     if not prompt:
         raise ValueError("prompt is empty; give at least one character/token")
     device = next(model.parameters()).device
-    # the text so far, written in place (no new tensor per token); the model reads its last block_size
-    ids = torch.tensor([[*prompt, *[0] * max_new_tokens]], dtype=torch.long, device=device)
-    n = len(prompt)
+    idx = torch.tensor([prompt], dtype=torch.long, device=device)
     was_training = model.training
     model.eval()
     for _ in range(max_new_tokens):
-        logits = model(ids[:, max(0, n - model.cfg.block_size) : n])[0, -1].float()
+        logits = model(idx[:, -model.cfg.block_size :])[0, -1].float()
         if decodable is not None and decodable < logits.numel():
             logits[decodable:] = -float("inf")
         if temperature <= 0:
@@ -58,8 +56,7 @@ def sample_tokens(
                 keep = torch.cumsum(sorted_p, 0) - sorted_p < top_p  # smallest set with mass >= top_p
                 probs = torch.zeros_like(probs).scatter_(0, order[keep], sorted_p[keep])
             nxt = int(torch.multinomial(probs, 1, generator=generator))
-        ids[0, n] = nxt
-        n += 1
+        idx = torch.cat([idx, torch.tensor([[nxt]], device=device)], dim=1)
         yield nxt
     model.train(was_training)
 
