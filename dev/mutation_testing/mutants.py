@@ -1182,6 +1182,25 @@ MUTANTS: list[Mutant] = [
            "from gptlab.ablation.sweep_dir import read_record  # noqa: F401\n"
            "from gptlab.dashboards.keys import RunShape, read_config, shape_of\n",
            "every run imports the sweeper's modules at start-up (~10 CPU ms) for a record only sweeps have"),
+    # ---- run-end figures and sample (r10-runend): fixed margins, Unicode log ticks, the sample's window ----
+    Mutant("figure_log_tick_exponent_unsigned", "figures.py", r'text = re.sub(r"\^\{(-?\d+)\}"',
+           r'text = re.sub(r"\^\{(\d+)\}"',
+           "a negative exponent keeps its mathtext ^{-1}: the label is no longer the tick's value"),
+    Mutant("figure_minor_log_labels_dropped", "figures.py",
+           "axis.set_minor_formatter(UnicodeLogFormatter(labelOnlyBase=False))",
+           "axis.set_minor_formatter(UnicodeLogFormatter(labelOnlyBase=True))",
+           "the depth profile's minor ticks unlabelled where matplotlib labels them (a short range)"),
+    Mutant("figure_colorbar_margin_too_small", "figures.py",
+           "cax = fig.add_axes(_inches(fig, 8 - 1.3, 0.5, 1.15, 0.35))",
+           "cax = fig.add_axes(_inches(fig, 8 - 0.5, 0.5, 0.35, 0.35))",
+           "the heat map's fixed right margin cannot hold the colour bar's labels: they fall off the canvas"),
+    Mutant("figure_depth_profile_wrong_column", "figures.py",
+           'ax.plot(range(len(matrix)), [row[c] for row in matrix], marker="o"',
+           'ax.plot(range(len(matrix)), [row[-1] for row in matrix], marker="o"',
+           "every depth-profile line draws the last step's norms under its own step's label"),
+    Mutant("sample_window_one_short", "generation.py", "idx[:, -model.cfg.block_size :]",
+           "idx[:, -model.cfg.block_size + 1 :]",
+           "once the text outgrows block_size the sample reads one token less than the model can"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -1,8 +1,15 @@
-"""The pictures researchers look at: layer × step heat maps, depth profiles, loss curves (PNG)."""
+"""The pictures researchers look at: layer × step heat maps, depth profiles, loss curves (PNG).
+
+Figures are drawn by Agg directly (matplotlib.figure.Figure, no pyplot: no registry of open figures
+to close). The two a run draws at its end (grad_heatmap, depth_profile) have fixed margins instead of
+tight_layout, which lays every label out once more before the draw, and write their log-scale tick
+labels in Unicode (10⁻¹, 3×10⁻¹) instead of mathtext, whose parser costs ~10 ms a distinct label:
+the same ticks labelled with the same values (tests/test_figures.py)."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -10,19 +17,60 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import LogFormatterSciNotation  # noqa: E402
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
-def grad_heatmap(
+class UnicodeLogFormatter(LogFormatterSciNotation):
+    """Matplotlib's log-axis labels (the same ticks labelled, the same values) as plain Unicode text:
+    "$\\mathdefault{3\\times10^{-1}}$" becomes "3×10⁻¹", drawn without the mathtext parser."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        label = super().__call__(x, pos)
+        inner = re.fullmatch(r"\$\\mathdefault\{(.*)\}\$", label)
+        if inner is None:
+            return label
+        text = inner.group(1).replace("\\times", "×")
+        text = re.sub(r"\^\{(-?\d+)\}", lambda e: e.group(1).translate(_SUPERSCRIPT), text)
+        return text.replace("-", "\N{MINUS SIGN}")  # a sign (mathtext draws "-" as a minus)
+
+
+def unicode_log_ticks(axis: Any) -> None:
+    """Give a log-scaled axis UnicodeLogFormatter labels with LogScale's own settings: decades on
+    the major ticks, minor ones labelled where the range is short."""
+    axis.set_major_formatter(UnicodeLogFormatter())
+    axis.set_minor_formatter(UnicodeLogFormatter(labelOnlyBase=False))
+
+
+def _figure(width: float, height: float, layout: str | None = None) -> Figure:
+    """A figure that Agg draws and writes (savefig) with no pyplot state."""
+    fig = Figure(figsize=(width, height), layout=layout)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _inches(fig: Figure, left: float, bottom: float, right: float, top: float) -> list[float]:
+    """[left, bottom, width, height] in figure fractions of a box with these margins in inches."""
+    w, h = fig.get_size_inches()
+    return [left / w, bottom / h, 1 - (left + right) / w, 1 - (bottom + top) / h]
+
+
+def heatmap_figure(
     matrix: Sequence[Sequence[float]],
     steps: Sequence[int],
-    path: Path,
     title: str = "gradient norm",
     label: str = "L2 norm",
-) -> Path:
-    """Layers (rows, input at the bottom) × log steps (columns), log colour scale."""
-    fig, ax = plt.subplots(figsize=(8, 0.35 * len(matrix) + 2))
+) -> Figure:
+    """Layers (rows, input at the bottom) × log steps (columns), log colour scale; a colour bar of
+    fixed width on the right, its labels in the fixed right margin."""
+    fig = _figure(8, 0.35 * len(matrix) + 2)
+    ax = fig.add_axes(_inches(fig, 0.6, 0.5, 1.45, 0.35))
+    cax = fig.add_axes(_inches(fig, 8 - 1.3, 0.5, 1.15, 0.35))
     finite = [v for row in matrix for v in row if v > 0 and math.isfinite(v)]
     norm = LogNorm(vmin=min(finite), vmax=max(finite)) if finite else None
     im = ax.imshow(matrix, aspect="auto", origin="lower", norm=norm, cmap="viridis", interpolation="nearest")
@@ -32,11 +80,45 @@ def grad_heatmap(
     ax.set_xticks(ticks, [str(steps[t]) for t in ticks])
     ax.set_yticks(range(len(matrix)))
     ax.set_title(title)
-    fig.colorbar(im, ax=ax, label=label)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    bar = fig.colorbar(im, cax=cax, label=label)
+    if norm is not None:  # through the colour bar, whose update_ticks would restore its own
+        bar.formatter = UnicodeLogFormatter()
+        bar.minorformatter = UnicodeLogFormatter(labelOnlyBase=False)
+    return fig
+
+
+def grad_heatmap(
+    matrix: Sequence[Sequence[float]],
+    steps: Sequence[int],
+    path: Path,
+    title: str = "gradient norm",
+    label: str = "L2 norm",
+) -> Path:
+    """heatmap_figure, written to `path`."""
+    heatmap_figure(matrix, steps, title, label).savefig(path, dpi=110)
     return path
+
+
+def depth_figure(
+    matrix: Sequence[Sequence[float]],
+    steps: Sequence[int],
+    n_curves: int = 4,
+    title: str = "gradient norm by depth",
+) -> Figure:
+    """Norm against block index at a few steps (first, last and evenly in between), log y."""
+    fig = _figure(6, 4)
+    ax = fig.add_axes(_inches(fig, 1.15, 0.55, 0.15, 0.35))
+    cols = sorted({round(k * (len(steps) - 1) / max(1, n_curves - 1)) for k in range(n_curves)})
+    for c in cols:
+        ax.plot(range(len(matrix)), [row[c] for row in matrix], marker="o", label=f"step {steps[c]}")
+    ax.set_yscale("log")
+    unicode_log_ticks(ax.yaxis)
+    ax.set_xticks(range(len(matrix)))  # blocks are integers: no 0.5 ticks
+    ax.set_xlabel("block index (input → output)")
+    ax.set_ylabel("L2 norm")
+    ax.set_title(title)
+    ax.legend()
+    return fig
 
 
 def depth_profile(
@@ -46,20 +128,8 @@ def depth_profile(
     n_curves: int = 4,
     title: str = "gradient norm by depth",
 ) -> Path:
-    """Norm against block index at a few steps (first, last and evenly in between)."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    cols = sorted({round(k * (len(steps) - 1) / max(1, n_curves - 1)) for k in range(n_curves)})
-    for c in cols:
-        ax.plot(range(len(matrix)), [row[c] for row in matrix], marker="o", label=f"step {steps[c]}")
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(matrix)))  # blocks are integers: no 0.5 ticks
-    ax.set_xlabel("block index (input → output)")
-    ax.set_ylabel("L2 norm")
-    ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    """depth_figure, written to `path`."""
+    depth_figure(matrix, steps, n_curves, title).savefig(path, dpi=110)
     return path
 
 
@@ -72,7 +142,8 @@ def curves(
     logy: bool = False,
 ) -> Path:
     """Several named (x, y) curves on one axis."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = _figure(7, 4.5)
+    ax = fig.subplots()
     for name, (x, y) in series.items():
         ax.plot(x, y, label=name, marker="o" if len(x) < 12 else None)
     if logy:
@@ -84,17 +155,15 @@ def curves(
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
-def _grid(n: int, ncols: int, width: float, height: float) -> tuple[plt.Figure, list[plt.Axes]]:
+def _grid(n: int, ncols: int, width: float, height: float) -> tuple[Figure, list[Axes]]:
     """A figure of n panels in rows of ncols, returned as a flat list (unused panels hidden)."""
     ncols = max(1, min(ncols, n))
     nrows = max(1, math.ceil(n / ncols))
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, layout="constrained"
-    )
+    fig = _figure(width * ncols, height * nrows, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
     flat = [ax for row in axes for ax in row]
     for ax in flat[n:]:
         ax.set_visible(False)
@@ -131,7 +200,6 @@ def heatmap_grid(
         fig.colorbar(im, ax=axes, label="L2 norm (log scale)", shrink=0.6)
     fig.suptitle(title)
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path
 
 
@@ -165,7 +233,7 @@ def curve_panels(
     for ax, (panel, series) in zip(axes, panels.items(), strict=True):
         crossed = False
         for k, (name, (x, y)) in enumerate(series.items()):
-            color = f"C{k % 10}" if len(series) <= 10 else plt.get_cmap("tab20")(k % 20)
+            color = f"C{k % 10}" if len(series) <= 10 else matplotlib.colormaps["tab20"](k % 20)
             style = "-" if len(series) <= 10 or k < 20 else "--"
             pts = [(a, b) for a, b in zip(x, y, strict=True) if math.isfinite(b)]
             bad = [a for a, b in zip(x, y, strict=True) if not math.isfinite(b)]
@@ -242,7 +310,6 @@ def _save(fig: Any, path: Path, title: str) -> Path:
     if title:
         fig.suptitle(title)
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path
 
 
@@ -263,7 +330,8 @@ def _mark_failures(ax: Any, xs: Sequence[float], label: str | None) -> None:
 def best_lr_vs_n(series: Sequence[Any], path: Path) -> Path:
     """Best LR against N per arm and parametrization (lr_transfer.ArmTransfer), log-log; a hollow
     marker where the best LR is its rung's grid edge (the optimum may lie beyond)."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = _figure(7, 4.5)
+    ax = fig.subplots()
     colours: dict[str, str] = {}
     styles = {"sp": ("o", "--"), "mup": ("s", "-")}
     for s in series:
@@ -291,5 +359,4 @@ def best_lr_vs_n(series: Sequence[Any], path: Path) -> Path:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
