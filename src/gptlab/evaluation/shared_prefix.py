@@ -11,10 +11,17 @@ token-forwards an item alone and 49 + 4 × 15 = 109 packed.
 Requests are taken in batches of `batch_size` as before (so a forward holds at most that many, and the
 number of forwards is the same as one request a row: FSDP ranks count on it); within a batch the
 requests of one context make one row, cut into rows of at most ROW_BLOCKS block_sizes of tokens.
+
+What a forward reads depends only on the requests, the batch size and the block: `plan` builds it
+once (token rows, positions, which request owns each token, the logits each request's score reads),
+so a task scored at every evaluation of a run (callbacks/tasks.py) pays for it once; each forward's
+scores are then read for the whole batch at once.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,6 +31,7 @@ from gptlab.model.masks import Packed
 from gptlab.model.moe import MoE
 
 ROW_BLOCKS = 2  # a packed row's tokens at most, in block_sizes: bounds its (T, T) masks and scores
+CONTEXT, PAD = -1, -2  # Batch.owner of a row's context tokens and of padding
 
 Request = tuple[list[int], int]  # (tokens, n_cont), at most block_size + 1 tokens
 
@@ -93,17 +101,90 @@ def pack_row(members: list[Request]) -> tuple[list[int], list[int], list[tuple[i
     return tokens, order, spans, predict
 
 
-def seen_of(width: int, rows: list[tuple[int, list[tuple[int, int]]]]) -> torch.Tensor:
-    """(rows, width, width) bool `seen` of packed rows given (context length, spans) each; padding
-    sees only itself (no query's softmax is over nothing)."""
-    seen = torch.eye(width, dtype=torch.bool).repeat(len(rows), 1, 1)
-    causal = torch.ones(width, width, dtype=torch.bool).tril()
-    for r, (m, spans) in enumerate(rows):
-        seen[r, :m, :m] = causal[:m, :m]
-        for start, n in spans:
-            seen[r, start : start + n, :m] = True
-            seen[r, start : start + n, start : start + n] = causal[:n, :n]
-    return seen
+@dataclass(frozen=True)
+class Batch:
+    """One forward's inputs and where its requests' scores lie (CPU tensors, built once by `plan`).
+
+    `owner` (rows, width): the place in `requests` of the request a token is an input of, CONTEXT
+    for a row's shared context, PAD for padding; `at` (P,): the indices into the flattened
+    (rows × width) logits that predict continuation tokens, request after request, `targets` (P,)
+    those tokens; `counts`: how many of them each request has (its n_cont)."""
+
+    requests: list[int]
+    idx: torch.Tensor
+    order: torch.Tensor
+    owner: torch.Tensor
+    at: torch.Tensor
+    targets: torch.Tensor
+    counts: list[int]
+
+    def seen(self) -> torch.Tensor:
+        """(rows, width, width) bool: a token sees its row's context and its own request's tokens
+        at or before it in its request's order; padding sees only itself (no query's softmax is
+        over nothing). Built per forward: (T, T) a row would make a long task's plan large."""
+        q, k = self.owner[:, :, None], self.owner[:, None, :]
+        causal = self.order[:, None, :] <= self.order[:, :, None]
+        seen = ((k == q) | (k == CONTEXT)) & (q != PAD) & causal
+        return seen | torch.eye(self.idx.shape[1], dtype=torch.bool)
+
+
+def batch_of(chunk: list[int], encoded: list[Request], limit: int) -> Batch:
+    """The Batch of one chunk of requests (indices into `encoded`), packed into rows."""
+    rows = rows_of(chunk, encoded, limit)
+    packed = [pack_row([encoded[k] for k in row]) for row in rows]
+    width = max(len(p[0]) for p in packed)
+    idx = torch.zeros(len(rows), width, dtype=torch.long)
+    order = torch.zeros(len(rows), width, dtype=torch.long)
+    owner = torch.full((len(rows), width), PAD, dtype=torch.long)
+    at: list[int] = []
+    targets: list[int] = []
+    counts: list[int] = []
+    requests: list[int] = []
+    for r, (row, (tokens, positions, spans, predict)) in enumerate(zip(rows, packed, strict=True)):
+        idx[r, : len(tokens)] = torch.tensor(tokens)
+        order[r, : len(tokens)] = torch.tensor(positions)
+        owner[r, : len(context_of(encoded[row[0]]))] = CONTEXT
+        for k, (start, n), where in zip(row, spans, predict, strict=True):
+            owner[r, start : start + n] = len(requests)
+            tokens_k, n_cont = encoded[k]
+            at += [r * width + p for p in where]
+            targets += tokens_k[-n_cont:]
+            counts.append(n_cont)
+            requests.append(k)
+    as_long = lambda v: torch.tensor(v, dtype=torch.long)  # noqa: E731
+    return Batch(requests, idx, order, owner, as_long(at), as_long(targets), counts)
+
+
+def plan(encoded: list[Request], batch_size: int, block: int) -> list[Batch]:
+    """Every forward's Batch: the requests grouped by context, `batch_size` requests a forward."""
+    order = order_by_context(encoded)
+    limit = ROW_BLOCKS * block
+    return [batch_of(order[s : s + batch_size], encoded, limit) for s in range(0, len(order), batch_size)]
+
+
+def score_plan(
+    model: Any, batches: list[Batch], n_requests: int, device: torch.device
+) -> list[tuple[float, bool]]:
+    """(log-likelihood, is_greedy) of each of the plan's `n_requests` requests, in their order.
+
+    Per forward, the logits that predict continuation tokens go through one log_softmax (row by row:
+    the values of one row a request) and come to the host at once; a request's log-likelihood is
+    math.fsum of its float32 log-probabilities, the correctly rounded float64 sum (what any order of
+    float64 additions gives when, as for a few float32 terms, every partial sum is exact)."""
+    out: list[tuple[float, bool]] = [(0.0, False)] * n_requests
+    for b in batches:
+        logits = model(b.idx.to(device), packed=Packed(b.order.to(device), b.seen().to(device)))
+        on = logits.device
+        targets = b.targets.to(on)
+        flat = logits.reshape(-1, logits.shape[-1]).index_select(0, b.at.to(on))
+        logp = torch.log_softmax(flat.float(), dim=-1)
+        picked = logp.gather(-1, targets[:, None])[:, 0].double().tolist()
+        hits = (logp.argmax(dim=-1) == targets).tolist()
+        first = 0
+        for k, n in zip(b.requests, b.counts, strict=True):
+            out[k] = (math.fsum(picked[first : first + n]), all(hits[first : first + n]))
+            first += n
+    return out
 
 
 def score_packed(
@@ -111,33 +192,4 @@ def score_packed(
 ) -> list[tuple[float, bool]]:
     """(log-likelihood, is_greedy) of each request, the requests of one context scored in one row;
     returned in the requests' order."""
-    order = order_by_context(encoded)
-    limit = ROW_BLOCKS * int(model.cfg.block_size)
-    out: list[tuple[float, bool]] = [(0.0, False)] * len(encoded)
-    for start in range(0, len(order), batch_size):
-        rows = rows_of(order[start : start + batch_size], encoded, limit)
-        packed = [pack_row([encoded[k] for k in row]) for row in rows]
-        width = max(len(p[0]) for p in packed)
-        idx = torch.zeros(len(rows), width, dtype=torch.long)
-        pos = torch.zeros(len(rows), width, dtype=torch.long)
-        for r, (tokens, positions, _, _) in enumerate(packed):
-            idx[r, : len(tokens)] = torch.tensor(tokens)
-            pos[r, : len(tokens)] = torch.tensor(positions)
-        contexts = [len(context_of(encoded[row[0]])) for row in rows]
-        seen = seen_of(width, [(m, p[2]) for m, p in zip(contexts, packed, strict=True)])
-        logits = model(idx.to(device), packed=Packed(pos.to(device), seen.to(device)))
-        for r, row in enumerate(rows):
-            predict = packed[r][3]
-            at = torch.tensor([i for p in predict for i in p], device=logits.device)
-            targets = torch.tensor(
-                [t for k in row for t in encoded[k][0][-encoded[k][1] :]], device=logits.device
-            )
-            logp = torch.log_softmax(logits[r, at].float(), dim=-1)
-            hits = logp.argmax(dim=-1) == targets
-            picked = logp.gather(-1, targets[:, None])[:, 0].double()
-            first = 0
-            for k in row:
-                n = encoded[k][1]
-                out[k] = (float(picked[first : first + n].sum()), bool(hits[first : first + n].all()))
-                first += n
-    return out
+    return score_plan(model, plan(encoded, batch_size, int(model.cfg.block_size)), len(encoded), device)
