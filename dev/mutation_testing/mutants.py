@@ -1089,8 +1089,8 @@ MUTANTS: list[Mutant] = [
            "    elif False:", "generate.py on a text file: torch's unpickling error, not the one line"),
     # ---- short runs (r8-short): the task scorer's shared contexts, issue 48 item 5 ----
     Mutant("shared_prefix_last_context_token_unseen", "evaluation/shared_prefix.py",
-           "owner[r, : len(context_of(encoded[row[0]]))] = CONTEXT",
-           "owner[r, : len(context_of(encoded[row[0]])) - 1] = CONTEXT",
+           "whose = [CONTEXT] * (len(tokens) - sum(n for _, n in spans))",
+           "whose = [CONTEXT] * (len(tokens) - sum(n for _, n in spans) - 1) + [PAD]",
            "a packed continuation does not attend to its context's last token (taken for padding)"),
     Mutant("packed_window_one_wider", "model/masks.py",
            "m = m & (self.order[:, :, None] - self.order[:, None, :] < window)",
@@ -1158,11 +1158,11 @@ MUTANTS: list[Mutant] = [
     Mutant("plan_peak_snapshot_aliased", "planning/trackers.py",
            "tracker._peak_mem_snap[dev] = deepcopy(dev_snap)", "tracker._peak_mem_snap[dev] = dev_snap",
            "the planner's tracker keeps the live snapshot as the peak's: the step's end, not its peak"),
-    # ---- the task's scoring kept across evaluations (r10-tasks): issue 48 item 5, a short run's tasks phase ----
+    # ---- the task's requests and plan kept across evaluations (r10-tasks): issue 48 item 5 ----
     Mutant("tasks_scores_kept_across_evaluations", "evaluation/scoring.py",
            "scored = shared_prefix.score_plan(model, task.plan(batch_size), len(task.requests), device)",
-           'scored = task.__dict__.setdefault("scored", shared_prefix.score_plan(model, task.plan(batch_size), '
-           "len(task.requests), device))",
+           'scored = task.__dict__.setdefault("scored", shared_prefix.score_plan(model, '
+           "task.plan(batch_size), len(task.requests), device))",
            "the kept task keeps its first scores: every later evaluation logs the first one's numbers"),
     Mutant("tasks_plan_kept_for_any_batch_size", "evaluation/scoring.py",
            "        if batch_size not in self.plans:\n"
@@ -1171,7 +1171,7 @@ MUTANTS: list[Mutant] = [
            "        if not self.plans:\n"
            "            self.plans[0] = shared_prefix.plan(self.requests, batch_size, self.block)\n"
            "        return self.plans[0]",
-           "the first plan serves every batch size: forwards no longer hold batch_size requests (FSDP counts)"),
+           "the first plan serves every batch size: a forward no longer holds batch_size requests"),
     Mutant("tasks_share_requests_by_item_index", "evaluation/scoring.py",
            "first = sum(len(item.choices) for item in self.items[: part.start])", "first = part.start",
            "a rank's share starts at its first item's index among the requests, not at its first request"),
