@@ -1089,9 +1089,8 @@ MUTANTS: list[Mutant] = [
            "    elif False:", "generate.py on a text file: torch's unpickling error, not the one line"),
     # ---- short runs (r8-short): the task scorer's shared contexts, issue 48 item 5 ----
     Mutant("shared_prefix_last_context_token_unseen", "evaluation/shared_prefix.py",
-           "whose = [CONTEXT] * (len(tokens) - sum(n for _, n in spans))",
-           "whose = [CONTEXT] * (len(tokens) - sum(n for _, n in spans) - 1) + [PAD]",
-           "a packed continuation does not attend to its context's last token (taken for padding)"),
+           "seen[r, start : start + n, :m] = True", "seen[r, start : start + n, : m - 1] = True",
+           "a packed continuation does not attend to its context's last token"),
     Mutant("packed_window_one_wider", "model/masks.py",
            "m = m & (self.order[:, :, None] - self.order[:, None, :] < window)",
            "m = m & (self.order[:, :, None] - self.order[:, None, :] <= window)",
@@ -1181,7 +1180,8 @@ MUTANTS: list[Mutant] = [
     Mutant("packed_greedy_any_token", "evaluation/shared_prefix.py", "all(hits[first : first + n])",
            "any(hits[first : first + n])", "is_greedy when any continuation token is the argmax, not all"),
     Mutant("packed_padding_sees_nothing", "evaluation/shared_prefix.py",
-           "return seen | torch.eye(self.idx.shape[1], dtype=torch.bool)", "return seen",
+           "seen = torch.eye(width, dtype=torch.bool).repeat(len(rows), 1, 1)",
+           "seen = torch.zeros(width, width, dtype=torch.bool).repeat(len(rows), 1, 1)",
            "a padding query sees no key: its softmax is NaN, which the next layer's keys carry to every row"),
 ]
 # fmt: on

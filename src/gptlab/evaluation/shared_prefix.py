@@ -32,7 +32,6 @@ from gptlab.model.masks import Packed
 from gptlab.model.moe import MoE
 
 ROW_BLOCKS = 2  # a packed row's tokens at most, in block_sizes: bounds its (T, T) masks and scores
-CONTEXT, PAD = -1, -2  # Batch.owner of a row's context tokens and of padding
 
 Request = tuple[list[int], int]  # (tokens, n_cont), at most block_size + 1 tokens
 
@@ -109,31 +108,39 @@ def pack_row(members: list[Request]) -> tuple[list[int], list[int], list[tuple[i
     return tokens, order, spans, predict
 
 
+def seen_of(width: int, rows: list[tuple[int, list[tuple[int, int]]]]) -> torch.Tensor:
+    """(rows, width, width) bool `seen` of packed rows given (context length, spans) each; padding
+    sees only itself (no query's softmax is over nothing)."""
+    seen = torch.eye(width, dtype=torch.bool).repeat(len(rows), 1, 1)
+    causal = torch.ones(width, width, dtype=torch.bool).tril()
+    for r, (m, spans) in enumerate(rows):
+        seen[r, :m, :m] = causal[:m, :m]
+        for start, n in spans:
+            seen[r, start : start + n, :m] = True
+            seen[r, start : start + n, start : start + n] = causal[:n, :n]
+    return seen
+
+
 @dataclass(frozen=True)
 class Batch:
     """One forward's inputs and where its requests' scores lie (CPU tensors, built once by `plan`).
 
-    `owner` (rows, width): the place in `requests` of the request a token is an input of, CONTEXT
-    for a row's shared context, PAD for padding; `at` (P,): the indices into the flattened
-    (rows × width) logits that predict continuation tokens, request after request, `targets` (P,)
-    those tokens; `counts`: how many of them each request has (its n_cont)."""
+    `rows`: each row's (context length, its requests' spans), from which `seen` is built per forward
+    (a (T, T) mask a row kept for every forward would make a long task's plan large); `at` (P,): the
+    indices into the flattened (rows × width) logits that predict continuation tokens, request after
+    request, `targets` (P,) those tokens; `counts`: how many of them each request has (its n_cont)."""
 
     requests: list[int]
     idx: torch.Tensor
     order: torch.Tensor
-    owner: torch.Tensor
+    rows: list[tuple[int, list[tuple[int, int]]]]
     at: torch.Tensor
     targets: torch.Tensor
     counts: list[int]
 
     def seen(self) -> torch.Tensor:
-        """(rows, width, width) bool: a token sees its row's context and its own request's tokens
-        at or before it in its request's order; padding sees only itself (no query's softmax is
-        over nothing). Built per forward: (T, T) a row would make a long task's plan large."""
-        q, k = self.owner[:, :, None], self.owner[:, None, :]
-        causal = self.order[:, None, :] <= self.order[:, :, None]
-        seen = ((k == q) | (k == CONTEXT)) & (q != PAD) & causal
-        return seen | torch.eye(self.idx.shape[1], dtype=torch.bool)
+        """(rows, width, width) bool: Packed.seen of this forward (seen_of)."""
+        return seen_of(self.idx.shape[1], self.rows)
 
 
 def batch_of(chunk: list[int], encoded: list[Request], limit: int, group: list[int]) -> Batch:
@@ -143,7 +150,7 @@ def batch_of(chunk: list[int], encoded: list[Request], limit: int, group: list[i
     width = max(len(p[0]) for p in packed)
     idx: list[int] = []  # (rows, width), flattened
     order: list[int] = []
-    owner: list[int] = []
+    shape: list[tuple[int, list[tuple[int, int]]]] = []
     at: list[int] = []
     targets: list[int] = []
     counts: list[int] = []
@@ -152,18 +159,16 @@ def batch_of(chunk: list[int], encoded: list[Request], limit: int, group: list[i
         pad = [0] * (width - len(tokens))
         idx += tokens + pad
         order += positions + pad
-        whose = [CONTEXT] * (len(tokens) - sum(n for _, n in spans))  # the spans follow the context
-        for k, (_, n), where in zip(row, spans, predict, strict=True):
-            whose += [len(requests)] * n
+        shape.append((len(tokens) - sum(n for _, n in spans), spans))  # the spans follow the context
+        for k, where in zip(row, predict, strict=True):
             tokens_k, n_cont = encoded[k]
             at += [r * width + p for p in where]
             targets += tokens_k[-n_cont:]
             counts.append(n_cont)
             requests.append(k)
-        owner += whose + [PAD] * len(pad)
     as_long = lambda v: torch.from_numpy(np.array(v, dtype=np.int64))  # noqa: E731  (3x torch.tensor's speed)
     grid = lambda v: as_long(v).view(len(rows), width)  # noqa: E731
-    return Batch(requests, grid(idx), grid(order), grid(owner), as_long(at), as_long(targets), counts)
+    return Batch(requests, grid(idx), grid(order), shape, as_long(at), as_long(targets), counts)
 
 
 def plan(encoded: list[Request], batch_size: int, block: int) -> list[Batch]:
