@@ -13,7 +13,7 @@ number of forwards is the same as one request a row: FSDP ranks count on it); wi
 requests of one context make one row, cut into rows of at most ROW_BLOCKS block_sizes of tokens.
 
 What a forward reads depends only on the requests, the batch size and the block: `plan` builds it
-once (token rows, positions, which request owns each token, the logits each request's score reads),
+once (token rows, positions, each row's context and spans, the logits each request's score reads),
 so a task scored at every evaluation of a run (callbacks/tasks.py) pays for it once; each forward's
 scores are then read for the whole batch at once.
 """
