@@ -1201,6 +1201,32 @@ MUTANTS: list[Mutant] = [
     Mutant("sample_window_one_short", "generation.py", "idx[:, -model.cfg.block_size :]",
            "idx[:, -model.cfg.block_size + 1 :]",
            "once the text outgrows block_size the sample reads one token less than the model can"),
+    # ---- the task's requests and plan kept across evaluations (r10-tasks): issue 48 item 5 ----
+    Mutant("tasks_scores_kept_across_evaluations", "evaluation/scoring.py",
+           "scored = shared_prefix.score_plan(model, task.plan(batch_size), len(task.requests), device)",
+           'scored = task.__dict__.setdefault("scored", shared_prefix.score_plan(model, '
+           "task.plan(batch_size), len(task.requests), device))",
+           "the kept task keeps its first scores: every later evaluation logs the first one's numbers"),
+    Mutant("tasks_plan_kept_for_any_batch_size", "evaluation/scoring.py",
+           "        if batch_size not in self.plans:\n"
+           "            self.plans[batch_size] = shared_prefix.plan(self.requests, batch_size, self.block)\n"
+           "        return self.plans[batch_size]",
+           "        if not self.plans:\n"
+           "            self.plans[0] = shared_prefix.plan(self.requests, batch_size, self.block)\n"
+           "        return self.plans[0]",
+           "the first plan serves every batch size: a forward no longer holds batch_size requests"),
+    Mutant("tasks_share_requests_by_item_index", "evaluation/scoring.py",
+           "first = sum(len(item.choices) for item in self.items[: part.start])", "first = part.start",
+           "a rank's share starts at its first item's index among the requests, not at its first request"),
+    Mutant("tasks_share_cuts_unshifted", "evaluation/scoring.py",
+           "cut = {i - part.start for i in self.cut_items if i in part}", "cut = set(self.cut_items)",
+           "every rank's share counts all the task's cut items: the gathered cut count is world × too big"),
+    Mutant("packed_greedy_any_token", "evaluation/shared_prefix.py", "all(hits[first : first + n])",
+           "any(hits[first : first + n])", "is_greedy when any continuation token is the argmax, not all"),
+    Mutant("packed_padding_sees_nothing", "evaluation/shared_prefix.py",
+           "seen = torch.eye(width, dtype=torch.bool).repeat(len(rows), 1, 1)",
+           "seen = torch.zeros(width, width, dtype=torch.bool).repeat(len(rows), 1, 1)",
+           "a padding query sees no key: its softmax is NaN, which the next layer's keys carry to every row"),
 ]
 # fmt: on
 BASELINE = Mutant("baseline", "__init__.py", "", "", "the unmutated tree passes")

@@ -20,10 +20,12 @@ def test_bench_runs_both_presets_and_prints_the_table(tmp_path: Path, capsys) ->
         ("pre_rmsnorm_swiglu", 1), ("pre_rmsnorm_swiglu", 3), ("gpt2", 1), ("gpt2", 3),
     ]  # fmt: skip
     assert all(r["items_s_median"] > 0 and r["items_cpu_s_median"] > 0 and r["gflop_cpu_s"] > 0 for r in rows)
+    assert all(0 < r["beside_forwards_median"] < 1 for r in rows)
     byte, words = rows[0], rows[2]
     assert byte["request_tokens"] == 129 and byte["cut"] == 2  # ~330 bytes cut to block_size + 1
     assert words["request_tokens"] == bench.CONTEXT_WORDS + bench.ENDING_WORDS and words["cut"] == 0
-    assert "| gpt2 | " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| gpt2 | " in out and "gpt2 batch 3: " in out and "beside the model's forwards" in out
 
 
 def test_the_synthetic_items_have_hellaswag_like_lengths() -> None:

@@ -9,12 +9,15 @@ real positions' logits unchanged. Either way the batch size changes the numbers 
 (acc and acc_norm agree; log-likelihoods to ~1e-6). A sequence longer than
 block_size + 1 tokens loses tokens from the left of its context (counted in `cut`).
 `score_requests` is the part the lm-eval bridge (lm_eval_model) shares, so both give the same numbers.
+A task's encoded requests (`EncodedTask`, from `encode_task`) depend only on its items, the tokenizer
+and block_size: the in-loop callback encodes them once per run and keeps what the packed scorer
+builds from them (shared_prefix.plan) for every evaluation.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -158,7 +161,7 @@ def encode_items(
     """Every request of the items encoded and fitted to block_size: ((tokens, n_cont) per choice,
     the items whose context was cut). A request that cannot be scored (a choice that merges into
     its context, a continuation longer than the block) raises, naming the item and choice: callers
-    that must refuse a task before training (callbacks/tasks.py) call this alone."""
+    that must refuse a task before training (callbacks/tasks.py) call this first."""
     encoded: list[tuple[list[int], int]] = []
     cut_items: set[int] = set()
     for i, j, context, continuation in requests(items):
@@ -171,18 +174,65 @@ def encode_items(
     return encoded, cut_items
 
 
+@dataclass
+class EncodedTask:
+    """A task's requests encoded and fitted to `block` (every choice of every item, in order) and
+    the items whose context was cut; `plans` keeps the packed scorer's batches per batch size."""
+
+    items: list[Item]
+    requests: list[tuple[list[int], int]]
+    cut_items: set[int]
+    block: int
+    plans: dict[int, list[shared_prefix.Batch]] = field(default_factory=dict)
+
+    def share(self, part: range) -> EncodedTask:
+        """Items part.start..part.stop - 1 (a rank's share under DDP), their requests and cuts."""
+        first = sum(len(item.choices) for item in self.items[: part.start])
+        mine = self.items[part.start : part.stop]
+        n = sum(len(item.choices) for item in mine)
+        cut = {i - part.start for i in self.cut_items if i in part}
+        return EncodedTask(mine, self.requests[first : first + n], cut, self.block)
+
+    def plan(self, batch_size: int) -> list[shared_prefix.Batch]:
+        """The packed scorer's forwards, built at the first call for this batch size."""
+        if batch_size not in self.plans:
+            self.plans[batch_size] = shared_prefix.plan(self.requests, batch_size, self.block)
+        return self.plans[batch_size]
+
+
+def encode_task(tokenizer: Any, items: list[Item], block: int) -> EncodedTask:
+    """The items' requests encoded with `tokenizer` and fitted to `block` (raises as encode_items)."""
+    encoded, cut_items = encode_items(tokenizer, items, block)
+    return EncodedTask(items, encoded, cut_items, block)
+
+
+def score_task(model: Any, task: EncodedTask, batch_size: int, device: torch.device) -> TaskResult:
+    """Every choice's log-likelihood given its context, from the task's encoded requests."""
+    if int(model.cfg.block_size) != task.block:
+        raise ValueError(
+            f"the task was encoded for block_size={task.block}, the model has {model.cfg.block_size}"
+        )
+    if shared_prefix.packs(model):
+        with torch.inference_mode():
+            scored = shared_prefix.score_plan(model, task.plan(batch_size), len(task.requests), device)
+    else:
+        scored = score_requests(model, task.requests, batch_size, device)
+    lls: list[list[float]] = []
+    n_tokens: list[list[int]] = []
+    k = 0
+    for item in task.items:
+        n = len(item.choices)
+        lls.append([ll for ll, _ in scored[k : k + n]])
+        n_tokens.append([n_cont for _, n_cont in task.requests[k : k + n]])
+        k += n
+    return TaskResult(task.items, lls, n_tokens, len(task.cut_items))
+
+
 def choice_loglikelihoods(
     model: Any, tokenizer: Any, items: list[Item], batch_size: int, device: torch.device
 ) -> TaskResult:
     """Every choice's log-likelihood given its context; long contexts cut from the left."""
-    encoded, cut_items = encode_items(tokenizer, items, int(model.cfg.block_size))
-    flat = [ll for ll, _ in score_requests(model, encoded, batch_size, device)]
-    lls: list[list[float]] = [[] for _ in items]
-    n_tokens: list[list[int]] = [[] for _ in items]
-    for (i, _j, _c, _t), ll, (_, n_cont) in zip(requests(items), flat, encoded, strict=True):
-        lls[i].append(ll)
-        n_tokens[i].append(n_cont)
-    return TaskResult(items, lls, n_tokens, len(cut_items))
+    return score_task(model, encode_task(tokenizer, items, int(model.cfg.block_size)), batch_size, device)
 
 
 def _argmax(values: list[float]) -> int:

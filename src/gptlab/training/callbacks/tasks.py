@@ -12,9 +12,11 @@ Items are read once per run: task files when the callback is built (a bad file s
 training), built-in tasks at `setup`, from the run's own set-up datamodule. At `setup`, before step 1,
 every task's requests are encoded with the run's tokenizer and fitted to its block_size, so a request
 that cannot be scored (a choice merged into its context's last token) stops the run before it
-trains. A built-in task the data cannot give (val_continuation needs a val document of 80 tokens
-and an end-of-text id) is skipped with a warning, so the default config still trains on any corpus;
-a task file never is.
+trains. The encoded requests are kept, and the scorer's packed batches built from them at the first
+evaluation are kept too (evaluation/shared_prefix.py, `plan`): a later evaluation runs the forwards.
+A built-in task the data cannot give (val_continuation needs a val document of 80 tokens and an
+end-of-text id) is skipped with a warning, so the default config still trains on any corpus; a task
+file never is.
 
 Under DDP each rank scores a contiguous share of the items and the per-item log-likelihoods are gathered
 (all_gather_object), so every rank summarizes all items in their order: one process's result, up to
@@ -40,7 +42,7 @@ import torch.distributed as dist
 from gptlab.config import TasksConfig
 from gptlab.evaluation.formats import Item
 from gptlab.evaluation.run import BUILTIN, cut_note, load_task
-from gptlab.evaluation.scoring import TaskResult, choice_loglikelihoods, encode_items, summarize
+from gptlab.evaluation.scoring import EncodedTask, TaskResult, encode_task, score_task, summarize
 from gptlab.training.cadence import task_every
 
 log = logging.getLogger(__name__)
@@ -120,6 +122,8 @@ class TaskEvaluation(L.Callback):
         self.results: dict[str, dict[str, Any]] = {}  # name -> the last evaluation's metrics
         self.evaluations: list[int] = []  # the steps evaluated in this process (tests, cadence)
         self._warned: set[str] = set()  # tasks whose cut contexts were reported
+        self.encoded: dict[str, EncodedTask] = {}  # name -> all items' requests (setup)
+        self.mine: dict[str, EncodedTask] = {}  # name -> this rank's share, kept with its plans
         self.last_step = 0  # the step of the last evaluation (kept in checkpoints: resume keeps cadence)
 
     def setup(self, trainer: L.Trainer, pl_module: Any, stage: str) -> None:
@@ -149,9 +153,9 @@ class TaskEvaluation(L.Callback):
                 "tokenizer to encode (token ids without data.tokenizer_path); accepted: a "
                 "data.tokenizer_path, or callbacks.tasks.names=[]"
             )
-        for items in self.items.values():
+        for name, items in self.items.items():
             try:
-                encode_items(tokenizer, items, block)
+                self.encoded[name] = encode_task(tokenizer, items, block)
             except ValueError as err:
                 raise ValueError(f"callbacks.tasks.names: {err}") from None
 
@@ -187,7 +191,7 @@ class TaskEvaluation(L.Callback):
                 torch.compiler.set_stance("force_eager"),
             ):
                 for name, items in self.items.items():
-                    metrics = self._score(trainer, model, pl_module.device, items)
+                    metrics = self._score(trainer, model, pl_module.device, name)
                     if metrics["cut"] and name not in self._warned and trainer.global_rank == 0:
                         self._warned.add(name)
                         block = int(model.cfg.block_size)
@@ -211,14 +215,15 @@ class TaskEvaluation(L.Callback):
             scored = ", ".join(f"{n} acc {r['acc']:.4f} bpb {r['bpb']:.4f}" for n, r in self.results.items())
             log.info("tasks scored at step %d in %.3f s: %s", step, time.perf_counter() - start, scored)
 
-    def _score(
-        self, trainer: L.Trainer, model: Any, device: torch.device, items: list[Item]
-    ) -> dict[str, Any]:
+    def _score(self, trainer: L.Trainer, model: Any, device: torch.device, name: str) -> dict[str, Any]:
         """acc, acc_norm, bpb, items, chance over all items, this rank scoring its share."""
         world, rank = int(trainer.world_size), int(trainer.global_rank)
-        mine = share(len(items), rank, world)
-        tokenizer = trainer.datamodule.tokenizer
-        part = choice_loglikelihoods(model, tokenizer, items[mine.start : mine.stop], self.batch_size, device)
+        items = self.items[name]
+        if name not in self.encoded:  # setup encodes them; a callback driven without it encodes now
+            self.encoded[name] = encode_task(trainer.datamodule.tokenizer, items, int(model.cfg.block_size))
+        if name not in self.mine:
+            self.mine[name] = self.encoded[name].share(share(len(items), rank, world))
+        part = score_task(model, self.mine[name], self.batch_size, device)
         if world > 1 and is_sharded(model):
             self._match_forwards(model, device, items, world, rank)
         parts = gather((part.loglikelihoods, part.tokens, part.cut), world)
