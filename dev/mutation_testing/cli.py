@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,6 +45,9 @@ def main(argv: Sequence[str], repo: Path, doc: str = "") -> int:
     width = max(len(m.name) for m in mutants)
     if args.list or args.check:
         bad = 0
+        if args.check and (twice := duplicate_names(MUTANTS)):
+            print(f"ERROR mutant name(s) used twice: {', '.join(twice)}; each mutant needs its own name")
+            bad += len(twice)
         for m in mutants:
             problem = check(m, repo) if args.check else None
             bad += problem is not None
@@ -85,3 +89,9 @@ def main(argv: Sequence[str], repo: Path, doc: str = "") -> int:
     if args.out:
         args.out.write_text("\n".join([*lines, summary]) + "\n")
     return 1 if counts["SURVIVED"] or counts["ERROR"] else 0
+
+
+def duplicate_names(mutants: list[Mutant]) -> list[str]:
+    """Names given to more than one mutant (`--only` and the results table key on the name)."""
+    counts = Counter(m.name for m in mutants)
+    return sorted(name for name, n in counts.items() if n > 1)

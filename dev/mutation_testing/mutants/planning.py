@@ -1,0 +1,103 @@
+"""Mutants of the planner: memory and time of a step."""
+
+from __future__ import annotations
+
+from dev.mutation_testing.mutant import Mutant
+
+# fmt: off
+MUTANTS: list[Mutant] = [
+    # --- issue 22: the planner (planning/step.py, planning/plan.py) ---
+    Mutant("plan_optimizer_state_uncounted", "planning/step.py", '    "Optstate": "optimizer",',
+           '    "Optstate": "other",',
+           "AdamW's two moments vanish from the optimizer line (total unchanged)"),
+    Mutant("plan_optimizer_state_not_created", "planning/step.py",
+           "        init_optimizer_state(model, opt, setup)\n", "        pass\n",
+           "the measured step is AdamW's first: its peak holds no optimizer state"),
+    Mutant("plan_autocast_dropped", "planning/step.py", 'return torch.autocast("cpu", dtype=torch.bfloat16)',
+           "return contextlib.nullcontext()", "bf16-mixed planned with fp32 activations"),
+    Mutant("plan_accumulation_ignored", "planning/step.py", "for i in range(min(setup.accumulate, 2)):",
+           "for i in range(1):",
+           "accumulation planned without the gradients alive through the next micro-batch"),
+    Mutant("plan_fsdp_shard_uncounted", "planning/step.py",
+           "return int(to_local().numel()) if to_local is not None else int(p.numel())",
+           "return int(p.numel())", "FSDP2's per-device parameters read as the whole model"),
+    Mutant("plan_tokens_without_accumulation", "planning/step.py",
+           "self.micro_batch, self.model.block_size, self.accumulate, self.world_size",
+           "self.micro_batch, self.model.block_size, 1, self.world_size",
+           "FLOPs and step time per step forget gradient accumulation"),
+    Mutant("plan_alternative_guessed", "planning/plan.py",
+           "again = plan(s.replace(model=cfg), gpu, mfu, headroom)", "again = p",
+           "the checkpointing alternative is not planned again: it reports the original peak"),
+    # --- issue 24: the ladder (ablation/grid.py, analysis/ladder/powerlaw.py, analysis/ladder*.py) ---
+    Mutant("plan_search_bisects_wrong_way", "planning/plan.py", "                fit = mid\n",
+           "                miss = mid\n", "the micro-batch search discards a candidate that fits"),
+    Mutant("plan_clip_propagation_counted", "planning/step.py",
+           "    update(model, opt, setup, zero_grad=False)\n", "    opt.step()\n",
+           "FSDP2's first clip propagates shardings on global-shape fakes, counted as the whole model"),
+    Mutant("plan_vocab_from_model_only", "planning/vocab.py", "    if ids > model_vocab:",
+           "    if False:", "the logits planned at model.vocab_size, not the tokenizer's size train.py uses"),
+    # --- issue 30: the planner against published GPU memory ---
+    Mutant("plan_rmsnorm_as_cpu", "planning/step.py",
+           'norms = as_cuda(model) if setup.device == "cuda" else contextlib.nullcontext()',
+           "norms = contextlib.nullcontext()",
+           "a GPU plan counts RMSNorm as CPU runs it (two fp32 copies saved, not input + rstd)"),
+    Mutant("plan_fused_rmsnorm_saves_output", "planning/norms.py",
+           "ctx.save_for_backward(x, rstd, weight)", "ctx.save_for_backward(x, rstd, weight, out)",
+           "the CUDA RMSNorm keeps its output too"),
+    Mutant("plan_headroom_unsized", "planning/plan.py", "HEADROOM = 0.21", "HEADROOM = 0.10",
+           "10% headroom: a plan that fits reserves more than the GPU has (torchtitan's anchors)"),
+    # --- issue 37 §6: CSV log across resumes, the ladder's held-out gap, the planner ---
+    Mutant("plan_cli_headroom_ignored", "planning/cli.py", "p = plan(setup, gpu, opts.mfu, opts.headroom)",
+           "p = plan(setup, gpu, opts.mfu)", "plan.headroom= does not reach the fit verdict"),
+    Mutant("plan_bigger_gpu_whole_memory", "planning/plan.py",
+           "p.memory.peak <= usable_bytes(g, headroom) and g != gpu",
+           "p.memory.peak <= g.memory_gib * GIB and g != gpu",
+           "'a GPU it fits as it is' judged against the whole memory, not the usable part"),
+    Mutant("plan_bf16_true_fp32_state", "planning/step.py", "cast(model, torch.bfloat16)",
+           "cast(model, torch.float32)", "bf16-true planned with fp32 parameters, gradients and AdamW state"),
+    # --- issue 37 §6: launchers, spikes and the rest of rounds three and four ---
+    Mutant("plan_recompute_half", "planning/plan.py", "return 1.0 + share / 3.0", "return 1.0 + share / 2.0",
+           "activation checkpointing's recompute counted as half the step, not a third"),
+    Mutant("plan_budget_steps_floor", "planning/plan.py",
+           "steps = math.ceil(tokens / p.setup.tokens_per_step)",
+           "steps = int(tokens / p.setup.tokens_per_step)", "a budget's last partial step is not counted"),
+    Mutant("plan_mfu_nearest_linear", "planning/mfu.py", "abs(math.log(r.params / params))",
+           "abs(r.params - params)", "the MFU row nearest in parameters, not in log size"),
+    Mutant("plan_headroom_one_accepted", "planning/options.py", "if not (0 <= self.headroom < 1):",
+           "if not (0 <= self.headroom <= 1):", "plan.headroom=1 accepted: no memory usable, nothing fits"),
+    # --- issue 39: attention heads (GQA / MQA), DyT, Muon ---
+    Mutant("plan_muon_planned_as_adamw", "planning/step.py",
+           "    from gptlab.training.optim import build_optimizer\n",
+           "    from gptlab.training.optim import build_adamw as build_optimizer\n",
+           "the planner ignores optim=muon: AdamW's two moments planned for Muon's one momentum buffer"),
+    Mutant("plan_muon_transients_as_state", "planning/step.py",
+           '    if state is not None and parts["optimizer"] > state:', "    if False:",
+           "a peak inside Muon's step reports its Newton–Schulz transients as optimizer state"),
+    Mutant("plan_muon_fsdp_offered", "planning/plan.py",
+           "while n <= MAX_DEVICES and fsdp_refusal(s) is None:", "while n <= MAX_DEVICES:",
+           "FSDP2 tried as an alternative for optim=muon, which training refuses"),
+    # --- planner (r6-planner): the log step, plan.tokens' steps, fp32's peak ---
+    Mutant("plan_steps_from_one_micro_batch", "planning/plan.py",
+           "steps = math.ceil(tokens / p.setup.tokens_per_step)",
+           "steps = math.ceil(tokens / (p.setup.micro_batch * p.setup.model.block_size))",
+           "plan.tokens turned into steps of one micro-batch: wrong under accumulation or many devices"),
+    Mutant("plan_fp32_at_bf16_peak", "planning/plan.py",
+           'kind = compute_type(setup.precision) or "fp32"', 'kind = "bf16"',
+           "an fp32 run timed at the bf16 peak: 15x too fast on an H100"),
+    Mutant("plan_plain_step_not_log_step", "planning/step.py",
+           "if not setup.log_step:\n        return None", "if True:\n        return None",
+           "the planner measures a plain step: a log step's logit moments and weight copy not counted"),
+    Mutant("plan_grads_freed_before_forward", "planning/step.py",
+           "    update(model, opt, setup, zero_grad=False)", "    update(model, opt, setup)",
+           "the previous step's gradients counted as freed before the forward (Lightning frees them after)"),
+    # --- document masks beyond training (r6-docmask): loaders, export, telemetry, planner ---
+    Mutant("planner_drops_documents", "planning/step.py", "            documents=setup.documents,\n",
+           "            documents=None,\n", "the plan leaves out data.document_mask's (B, 1, T, T) mask"),
+    # ---- the planner's fast fake step (r9-plan-table): issue 43 item 3's sizing table ----
+    Mutant("plan_attention_stats_no_chunk", "planning/step.py", "STAT_CHUNKS = 2\n", "STAT_CHUNKS = 0\n",
+           "the fake log step skips the attention statistics: a log step's peak planned without them"),
+    Mutant("plan_peak_snapshot_aliased", "planning/trackers.py",
+           "tracker._peak_mem_snap[dev] = deepcopy(dev_snap)", "tracker._peak_mem_snap[dev] = dev_snap",
+           "the planner's tracker keeps the live snapshot as the peak's: the step's end, not its peak"),
+]
+# fmt: on
