@@ -205,14 +205,19 @@ class TelemetryConfig:
     attention: bool = True  # attn_logit_max/*, attn_entropy/* (from the q, k SDPA was given)
     attention_every: int = 10  # ... on every this-many-th log step (and on spike steps): T×T scores
     figures: bool = True
-    figures_every: int = 50  # heat maps re-drawn (and re-logged to wandb) every this many log steps
+    # heat maps re-drawn (and re-logged to wandb) during the run every this many log steps; auto:
+    # max(1000, max_steps / 10) steps' worth (training/cadence.py); always drawn at the end
+    figures_every: Any = AUTO
 
     def __post_init__(self) -> None:
         for name in ("every_n_steps", "figures_every", "attention_every"):
             value = getattr(self, name)
+            if name == "figures_every" and value == AUTO:
+                continue
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                also = ", or auto (scales with trainer.max_steps)" if name == "figures_every" else ""
                 raise ValueError(
-                    f"callbacks.telemetry.{name}={value!r} is not accepted; give an integer >= 1"
+                    f"callbacks.telemetry.{name}={value!r} is not accepted; give an integer >= 1{also}"
                 )
 
 

@@ -111,7 +111,9 @@ def test_auto_scales_with_the_run(max_steps: int, accumulate: int) -> None:
     """auto: validation every max(100, ⌈max_steps/20⌉) optimizer steps, tasks every
     max(1000, ⌈max_steps/10⌉); Lightning is handed the validation interval in micro-batches."""
     from gptlab.training.app import validate
-    from gptlab.training.trainer import build_trainer
+    from gptlab.training.callbacks.summary import RunSummary
+    from gptlab.training.callbacks.telemetry import LayerTelemetry
+    from gptlab.training.trainer import build_callbacks, build_trainer
 
     raw = compose_cfg(
         f"trainer.max_steps={max_steps}", f"trainer.accumulate_grad_batches={accumulate}",
@@ -122,8 +124,12 @@ def test_auto_scales_with_the_run(max_steps: int, accumulate: int) -> None:
     val_every = max(100, math.ceil(max_steps / 20))
     trainer = build_trainer(cfg, "cpu", 1, Path("unused"), [], [])
     assert trainer.val_check_interval == val_every * accumulate  # in training batches
+    built = build_callbacks(cfg, Path("unused"), RunSummary(Path("unused")), tasks=[])
+    (telemetry,) = [c for c in built if isinstance(c, LayerTelemetry)]
+    log_every = cfg.trainer.log_every_n_steps
+    assert telemetry.figures_every == -(-max(1000, -(-max_steps // 10)) // log_every)  # in log steps
 
-    from gptlab.training.cadence import task_every
+    from gptlab.training.cadence import figures_every, task_every
     from gptlab.training.cadence import val_every as resolved
 
     for n in (1, 99, 500, 600, 2000, 2001, 5000, 100_000, 600_000):
@@ -131,6 +137,10 @@ def test_auto_scales_with_the_run(max_steps: int, accumulate: int) -> None:
         assert task_every("auto", n) == max(1000, -(-n // 10))
         assert (task_every(None, n), task_every(7, n), resolved(7, n)) == (None, 7, 7)
     assert (resolved("auto", 5000), task_every("auto", 100_000)) == (250, 10_000)
+    # figures, in log steps: a 600-step run (60 log steps of 10) redraws none before its end (it
+    # drew at step 500 under the old fixed 50); 100,000 steps redraw every 10,000 (was every 500)
+    assert [figures_every("auto", n, 10) for n in (600, 1000, 10_001, 100_000)] == [100, 100, 101, 1000]
+    assert (figures_every("auto", 600, 1), figures_every(50, 600, 10)) == (1000, 50)
 
 
 def test_default_run_validates_every_100_and_scores_tasks_once() -> None:
@@ -156,6 +166,8 @@ def test_default_run_validates_every_100_and_scores_tasks_once() -> None:
         ("trainer.val_check_interval=null", "trainer.val_check_interval=None"),
         ("callbacks.tasks.every_n_steps=-1", "callbacks.tasks.every_n_steps=-1"),
         ("callbacks.tasks.every_n_steps=1.5", "callbacks.tasks.every_n_steps=1.5"),
+        ("callbacks.telemetry.figures_every=0", "callbacks.telemetry.figures_every=0"),
+        ("callbacks.telemetry.figures_every=often", "callbacks.telemetry.figures_every='often'"),
     ],
 )
 def test_bad_cadence_is_one_line_naming_the_field(override: str, field: str) -> None:

@@ -216,5 +216,14 @@ MUTANTS: list[Mutant] = [
     Mutant("sample_window_one_short", "generation.py", "idx[:, -model.cfg.block_size :]",
            "idx[:, -model.cfg.block_size + 1 :]",
            "once the text outgrows block_size the sample reads one token less than the model can"),
+    # ---- figures' auto cadence (lead, r10): issue 48 item 5, a short run draws its figures once ----
+    Mutant("figures_auto_counted_in_steps", "training/cadence.py",
+           "math.ceil(max(FIGURE_FLOOR, math.ceil(max_steps / FIGURE_PARTS)) / max(1, log_every))",
+           "max(FIGURE_FLOOR, math.ceil(max_steps / FIGURE_PARTS))",
+           "auto's steps handed to telemetry as log steps: figures redrawn 10x too rarely"),
+    Mutant("figures_auto_fixed_fifty", "training/cadence.py",
+           "    if value == AUTO:\n        return math.ceil(max(FIGURE_FLOOR,",
+           "    if value == AUTO:\n        return 50\n        return math.ceil(max(FIGURE_FLOOR,",
+           "auto is the old fixed 50 log steps: a 600-step run draws its figures twice"),
 ]
 # fmt: on

@@ -17,7 +17,11 @@ not pay for task curves it has no room for (docs/performance.md, "Short runs"):
   (nanoGPT's shakespeare_char cadence), a 600,000-step run 20 times;
 - tasks: at the first validation at or after each multiple of max(1000, ⌈max_steps / 10⌉) steps, and
   always at the final validation: a run of at most 1,000 steps scores them once, at its end; a
-  100,000-step run ten times.
+  100,000-step run ten times;
+- telemetry's figures (`callbacks.telemetry.figures_every`, counted in log steps): redrawn during the
+  run every max(1000, ⌈max_steps / 10⌉) steps' worth of log steps, and always at the end: a run of at
+  most 1,000 steps draws them once, at its end (a 600-step run drew them at step 500 and again at 600);
+  a 100,000-step run ten times during it instead of 200 at a fixed 50 log steps.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from gptlab.config import AUTO
 
 VAL_FLOOR, VAL_PARTS = 100, 20  # auto validation: every max(100, max_steps / 20) steps
 TASK_FLOOR, TASK_PARTS = 1000, 10  # auto tasks: every max(1000, max_steps / 10) steps
+FIGURE_FLOOR, FIGURE_PARTS = 1000, 10  # auto figures: every max(1000, max_steps / 10) steps
 
 
 def val_every(value: Any, max_steps: int) -> int:
@@ -44,6 +49,14 @@ def task_every(value: Any, max_steps: int) -> int | None:
     if value == AUTO:
         return max(TASK_FLOOR, math.ceil(max_steps / TASK_PARTS))
     return None if value is None else int(value)
+
+
+def figures_every(value: Any, max_steps: int, log_every: int) -> int:
+    """Log steps between telemetry's redraws of its figures during a run: `value`, or auto's
+    max(1000, ⌈max_steps / 10⌉) optimizer steps in log steps of `log_every` steps (rounded up)."""
+    if value == AUTO:
+        return math.ceil(max(FIGURE_FLOOR, math.ceil(max_steps / FIGURE_PARTS)) / max(1, log_every))
+    return int(value)
 
 
 def lightning_val_check_interval(value: Any, max_steps: int, accumulate: int) -> int:

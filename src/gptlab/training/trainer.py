@@ -12,7 +12,7 @@ import lightning as L
 import torch
 
 from gptlab.config import TrainConfig
-from gptlab.training.cadence import lightning_val_check_interval
+from gptlab.training.cadence import figures_every, lightning_val_check_interval
 from gptlab.training.callbacks.final_validation import FinalValidation
 from gptlab.training.callbacks.log_step import LogStepIsOptimizerStep
 from gptlab.training.callbacks.nonfinite import NonFiniteMonitor
@@ -117,7 +117,7 @@ def build_callbacks(
                 attention=t.attention,
                 attention_every=t.attention_every,
                 figures=t.figures,
-                figures_every=t.figures_every,
+                figures_every=figures_every(t.figures_every, cfg.trainer.max_steps, every),
                 run_dir=run_dir,
             )
         )
