@@ -25,9 +25,10 @@ OPTIONS = ("out", "seeds", "batch")  # the script's own key=value arguments; the
 
 
 def _variance_figure(profiles: dict[str, VarianceProfile], sigma_b2: float, path: Path) -> Path:
-    from gptlab.figures import plt
+    from matplotlib.figure import Figure  # drawn by Agg at savefig, without pyplot's figure manager
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.8))
+    fig = Figure(figsize=(13, 4.8))
+    ax, bx = fig.subplots(1, 2)
     for k, (scheme, p) in enumerate(profiles.items()):
         blocks = list(range(1, len(p.stream) + 1))
         ax.plot(
@@ -68,14 +69,14 @@ def _variance_figure(profiles: dict[str, VarianceProfile], sigma_b2: float, path
         a.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
 def _grad_figure(grads: dict[str, list[float]], path: Path, note: str) -> Path:
-    from gptlab.figures import plt
+    from matplotlib.figure import Figure
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.3))
+    fig = Figure(figsize=(11, 4.3))
+    a1, a2 = fig.subplots(1, 2)
     for k, (placement, g) in enumerate(grads.items()):
         blocks = list(range(len(g)))
         a1.plot(blocks, g, "-o", color=f"C{k}", markersize=4, label=placement)
@@ -93,7 +94,6 @@ def _grad_figure(grads: dict[str, list[float]], path: Path, note: str) -> Path:
     fig.suptitle(note, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
