@@ -54,10 +54,15 @@ def test_bench_bpe_train_budgets_on_python_sources(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     budget, whole = json.loads(out.read_text())
     assert (budget["budget_mib"], whole["budget_mib"]) == (1, None)
-    assert 0.9 < budget["trained_mib"] <= 1.05, budget
+    # thinned evenly, the sample ends within one document of the budget: the largest of the 2 MiB
+    # the bench reads (which files those are depends on the venv's path: the corpus's fixed shuffle
+    # hashes each file's path; a 0.1 MiB bound failed where a 0.15 MiB file fell in the sample)
+    corpus = (tmp_path / "python_sources_6MiB.txt").read_text()
+    read = corpus.encode()[: 2 << 20].decode("utf-8", errors="ignore")
+    largest = max(len(d.encode()) for d in read.split(SEP)) / (1 << 20)
+    assert 1 - largest <= budget["trained_mib"] <= 1 + largest, (budget, largest)
     assert 1.95 < whole["trained_mib"] <= 2.0, whole
     assert "| rustbpe | 1 MiB spread over 2 MiB | 299 |" in proc.stdout, proc.stdout
-    corpus = (tmp_path / "python_sources_6MiB.txt").read_text()
     assert "def " in corpus and corpus.count("<|endoftext|>") > 10  # real source files, one per document
 
 
