@@ -41,21 +41,33 @@ _RUN_CHARACTERS = "a- "  # a letter, a symbol, whitespace: each run is one GPT-2
 _HELD_OUT = 4 << 20
 
 
-def python_sources_corpus(path: Path, n_bytes: int) -> Path:
-    """`n_bytes` of this interpreter's `.py` files (stdlib and site-packages), files in the order of
-    a hash of their path (a fixed shuffle: no one package fills the sample), joined by SEP."""
-    if path.is_file() and path.stat().st_size >= n_bytes:
-        return path
+def python_sources() -> dict[str, Path]:
+    """This interpreter's `.py` files (stdlib, then site-packages), keyed by their root's name and
+    their path within it: where the interpreter or the venv is installed does not change the keys."""
     import sysconfig
 
-    roots = {Path(sysconfig.get_path(k)) for k in ("stdlib", "purelib", "platlib")}
-    files = sorted(
-        {f for r in roots if r.is_dir() for f in r.rglob("*.py") if f.is_file()},
-        key=lambda f: hashlib.sha256(str(f).encode()).digest(),
-    )
+    found: dict[str, Path] = {}
+    roots: dict[Path, str] = {}  # purelib and platlib are mostly one folder: read it once
+    for kind in ("stdlib", "purelib", "platlib"):
+        roots.setdefault(Path(sysconfig.get_path(kind)), kind)
+    for root, kind in roots.items():
+        if root.is_dir():
+            for f in root.rglob("*.py"):
+                if f.is_file():
+                    found[f"{kind}/{f.relative_to(root).as_posix()}"] = f
+    return found
+
+
+def python_sources_corpus(path: Path, n_bytes: int) -> Path:
+    """`n_bytes` of this interpreter's `.py` files (stdlib and site-packages), files in the order of
+    a hash of their path within their root (a fixed shuffle: no one package fills the sample; the same
+    order in a clone at another path or a venv elsewhere), joined by SEP."""
+    if path.is_file() and path.stat().st_size >= n_bytes:
+        return path
+    files = sorted(python_sources().items(), key=lambda kv: hashlib.sha256(kv[0].encode()).digest())
     written = 0
     with open(path.with_suffix(".tmp"), "wb") as fh:
-        for f in files:
+        for _, f in files:
             text = f.read_bytes()
             if not text.strip():
                 continue

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dev.bench.bpe_train import python_sources_corpus
+from dev.bench.bpe_train import python_sources, python_sources_corpus
 from dev.bench.packing import SEP
 from gptlab.data.tokenizers.long_pieces import MAX_PIECE_CHARS
 
@@ -55,8 +55,8 @@ def test_bench_bpe_train_budgets_on_python_sources(tmp_path: Path) -> None:
     budget, whole = json.loads(out.read_text())
     assert (budget["budget_mib"], whole["budget_mib"]) == (1, None)
     # thinned evenly, the sample ends within one document of the budget: the largest of the 2 MiB
-    # the bench reads (which files those are depends on the venv's path: the corpus's fixed shuffle
-    # hashes each file's path; a 0.1 MiB bound failed where a 0.15 MiB file fell in the sample)
+    # the bench reads (which files those are depends on what is installed; a fixed 0.1 MiB bound
+    # failed in a clone where a 0.15 MiB file fell in the sample)
     corpus = (tmp_path / "python_sources_6MiB.txt").read_text()
     read = corpus.encode()[: 2 << 20].decode("utf-8", errors="ignore")
     largest = max(len(d.encode()) for d in read.split(SEP)) / (1 << 20)
@@ -64,6 +64,33 @@ def test_bench_bpe_train_budgets_on_python_sources(tmp_path: Path) -> None:
     assert 1.95 < whole["trained_mib"] <= 2.0, whole
     assert "| rustbpe | 1 MiB spread over 2 MiB | 299 |" in proc.stdout, proc.stdout
     assert "def " in corpus and corpus.count("<|endoftext|>") > 10  # real source files, one per document
+
+
+def test_python_sources_corpus_is_the_same_wherever_the_interpreter_lives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The corpus's fixed shuffle hashes each file's path within its root, so the same files installed
+    at two places give the same corpus (it hashed the absolute path: the fresh-clone suite trained on
+    other files than the checkout's)."""
+    import sysconfig
+
+    def install(at: Path) -> dict[str, str]:
+        for i in range(12):
+            for kind in ("stdlib", "site"):
+                f = at / kind / f"pkg{i % 3}" / f"m{i}.py"
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_text(f"def {kind}_{i}():\n    return {i}\n")
+        return {"stdlib": str(at / "stdlib"), "purelib": str(at / "site"), "platlib": str(at / "site")}
+
+    corpora = []
+    for where in ("a", "elsewhere/b"):
+        paths = install(tmp_path / where)
+        monkeypatch.setattr(sysconfig, "get_path", lambda kind, paths=paths: paths[kind])
+        corpora.append(python_sources_corpus(tmp_path / where / "corpus.txt", 200).read_text())
+    first = [d for d in corpora[0].split(SEP) if d.strip()]
+    assert 3 <= len(first) < 24 and corpora[0] == corpora[1]  # some files, in one order
+    keys = sorted(python_sources())  # each file once (purelib = platlib here), named within its root
+    assert len(keys) == 24 and keys[0] == "purelib/pkg0/m0.py" and keys[-1] == "stdlib/pkg2/m8.py"
 
 
 def _bench(tmp_path: Path, *args: str) -> tuple[list[dict], str]:
