@@ -4,8 +4,7 @@ python evaluate.py ckpt_path=outputs/.../checkpoints/last.ckpt [data=<preset>] [
     [split=val] [batch_size=<data.batch_size>] [device=cpu]
 
 ckpt_path: a Lightning .ckpt, a consolidated file or an exported HF directory. Scored by the training
-run's own validation code, so with the run's data overrides the loss is its val/loss
-(gptlab.evaluation.evaluate says how).
+run's own validation code: with the run's data overrides, its val/loss (gptlab.evaluation.evaluate).
 """
 
 from __future__ import annotations
@@ -13,10 +12,13 @@ from __future__ import annotations
 import logging
 import sys
 
-from hydra.errors import HydraException
+from gptlab.training.heap import imports_unscanned
 
-from gptlab.errors import USER_ERRORS, exit_with
-from gptlab.evaluation.evaluate import USAGE, evaluate, parse_args, report, split_argv
+with imports_unscanned():  # torch's and Lightning's objects: never walked by the collector again
+    from hydra.errors import HydraException
+
+    from gptlab.errors import USER_ERRORS, exit_with
+    from gptlab.evaluation.evaluate import USAGE, evaluate, parse_args, report, split_argv
 
 
 def main(argv: list[str]) -> int:
@@ -27,8 +29,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:
         own, overrides = split_argv(argv)
-        cfg = parse_args(own)
-        result = evaluate(cfg, overrides)
+        result = evaluate(cfg := parse_args(own), overrides)
     except (*USER_ERRORS, HydraException) as err:
         exit_with(err)
     print(report(cfg, result), flush=True)

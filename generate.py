@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import sys
 
-from gptlab.errors import USER_ERRORS, exit_with
-from gptlab.generation import generate, parse_args
+from gptlab.training.heap import imports_unscanned
+
+with imports_unscanned():  # torch's objects: never walked by the collector again
+    from gptlab.errors import USER_ERRORS, exit_with
+    from gptlab.generation import generate, parse_args
 
 
 def main(argv: list[str]) -> int:

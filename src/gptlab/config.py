@@ -162,14 +162,16 @@ class OptimConfig:
         _number("optim.muon_lr_mult", self.muon_lr_mult, "> 0", strict=True)
 
 
-def check_interval(field_name: str, value: Any, allow_null: bool = False) -> None:
+def check_interval(
+    field_name: str, value: Any, allow_null: bool = False, unit: str = "optimizer steps"
+) -> None:
     """A cadence: `auto`, an integer >= 1 (or null where `allow_null`); else one line naming the field."""
     if value == AUTO or (allow_null and value is None):
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         null = ", or null (at every validation)" if allow_null else ""
         raise ValueError(
-            f"{field_name}={value!r} is not accepted; give an integer >= 1 (optimizer steps), "
+            f"{field_name}={value!r} is not accepted; give an integer >= 1 ({unit}), "
             f"or auto (scales with trainer.max_steps){null}"
         )
 
@@ -210,15 +212,13 @@ class TelemetryConfig:
     figures_every: Any = AUTO
 
     def __post_init__(self) -> None:
-        for name in ("every_n_steps", "figures_every", "attention_every"):
+        for name in ("every_n_steps", "attention_every"):
             value = getattr(self, name)
-            if name == "figures_every" and value == AUTO:
-                continue
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                also = ", or auto (scales with trainer.max_steps)" if name == "figures_every" else ""
                 raise ValueError(
-                    f"callbacks.telemetry.{name}={value!r} is not accepted; give an integer >= 1{also}"
+                    f"callbacks.telemetry.{name}={value!r} is not accepted; give an integer >= 1"
                 )
+        check_interval("callbacks.telemetry.figures_every", self.figures_every, unit="log steps")
 
 
 @dataclass

@@ -176,3 +176,5 @@ def test_bad_cadence_is_one_line_naming_the_field(override: str, field: str) -> 
     with pytest.raises(Exception, match="not accepted") as err:
         validate(compose_cfg(override))
     assert field in str(err.value) and "auto" in str(err.value)
+    unit = "log steps" if "figures_every" in override else "optimizer steps"  # what the integer counts
+    assert f"give an integer >= 1 ({unit})" in str(err.value)

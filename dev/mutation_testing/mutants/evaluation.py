@@ -161,9 +161,9 @@ MUTANTS: list[Mutant] = [
            "a packed continuation does not attend to its context's last token"),
     # ---- the task's requests and plan kept across evaluations (r10-tasks): issue 48 item 5 ----
     Mutant("tasks_scores_kept_across_evaluations", "evaluation/scoring.py",
-           "scored = shared_prefix.score_plan(model, task.plan(batch_size), len(task.requests), device)",
-           'scored = task.__dict__.setdefault("scored", shared_prefix.score_plan(model, '
-           "task.plan(batch_size), len(task.requests), device))",
+           "scored = score_requests(model, task.requests, batch_size, device, plan=task.plan)",
+           'scored = task.__dict__.setdefault("scored", score_requests(model, task.requests, batch_size, '
+           "device, plan=task.plan))",
            "the kept task keeps its first scores: every later evaluation logs the first one's numbers"),
     Mutant("tasks_plan_kept_for_any_batch_size", "evaluation/scoring.py",
            "        if batch_size not in self.plans:\n"

@@ -225,5 +225,9 @@ MUTANTS: list[Mutant] = [
            "    if value == AUTO:\n        return math.ceil(max(FIGURE_FLOOR,",
            "    if value == AUTO:\n        return 50\n        return math.ceil(max(FIGURE_FLOOR,",
            "auto is the old fixed 50 log steps: a 600-step run draws its figures twice"),
+    Mutant("figures_every_refused_in_optimizer_steps", "config.py",
+           'check_interval("callbacks.telemetry.figures_every", self.figures_every, unit="log steps")',
+           'check_interval("callbacks.telemetry.figures_every", self.figures_every)',
+           "a bad figures_every is told to give optimizer steps, though the integer counts log steps"),
 ]
 # fmt: on

@@ -17,6 +17,7 @@ builds from them (shared_prefix.plan) for every evaluation.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,14 +135,23 @@ def fit_block(tokens: list[int], n_cont: int, block: int, where: str) -> tuple[l
 
 
 def score_requests(
-    model: Any, encoded: list[tuple[list[int], int]], batch_size: int, device: torch.device
+    model: Any,
+    encoded: list[tuple[list[int], int]],
+    batch_size: int,
+    device: torch.device,
+    plan: Callable[[int], list[shared_prefix.Batch]] | None = None,
 ) -> list[tuple[float, bool]]:
     """(log-likelihood, is_greedy) of each (tokens, n_cont) request, each at most block_size + 1
     tokens; returned in the requests' order. A GPT scores the requests of one context in one row
-    (evaluation/shared_prefix.py); another model, one request a row, batched longest first."""
+    (evaluation/shared_prefix.py), in the forwards `plan` gives for a batch size when the caller
+    keeps them (EncodedTask.plan); another model, one request a row, batched longest first."""
     if shared_prefix.packs(model):
+        if plan is None:
+            batches = shared_prefix.plan(encoded, batch_size, int(model.cfg.block_size))
+        else:
+            batches = plan(batch_size)
         with torch.inference_mode():
-            return shared_prefix.score_packed(model, encoded, batch_size, device)
+            return shared_prefix.score_plan(model, batches, len(encoded), device)
     order = sorted(range(len(encoded)), key=lambda k: -len(encoded[k][0]))
     out: list[tuple[float, bool]] = [(0.0, False)] * len(encoded)
     starts = range(0, len(order), batch_size)
@@ -212,11 +222,7 @@ def score_task(model: Any, task: EncodedTask, batch_size: int, device: torch.dev
         raise ValueError(
             f"the task was encoded for block_size={task.block}, the model has {model.cfg.block_size}"
         )
-    if shared_prefix.packs(model):
-        with torch.inference_mode():
-            scored = shared_prefix.score_plan(model, task.plan(batch_size), len(task.requests), device)
-    else:
-        scored = score_requests(model, task.requests, batch_size, device)
+    scored = score_requests(model, task.requests, batch_size, device, plan=task.plan)
     lls: list[list[float]] = []
     n_tokens: list[list[int]] = []
     k = 0

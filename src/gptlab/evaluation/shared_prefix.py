@@ -204,11 +204,3 @@ def score_plan(
             out[k] = (math.fsum(picked[first : first + n]), all(hits[first : first + n]))
             first += n
     return out
-
-
-def score_packed(
-    model: Any, encoded: list[Request], batch_size: int, device: torch.device
-) -> list[tuple[float, bool]]:
-    """(log-likelihood, is_greedy) of each request, the requests of one context scored in one row;
-    returned in the requests' order."""
-    return score_plan(model, plan(encoded, batch_size, int(model.cfg.block_size)), len(encoded), device)
