@@ -80,6 +80,23 @@ def test_pair_without_a_nanogpt_checkout_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_pair_summary_gives_the_ratio_of_medians_and_the_median_difference() -> None:
+    from dev.bench.nanogpt_pair import summary
+
+    runs = {
+        "nanogpt": [{"cpu_s": 5.0}, {"cpu_s": 6.0}, {"cpu_s": 5.5}],
+        "gptlab": [{"cpu_s": 9.0}, {"cpu_s": 10.5}, {"cpu_s": 9.0}],
+    }
+    ratio, diff = summary(20, runs).splitlines()
+    # medians 9.0 / 5.5; the rounds' differences 4.0, 4.5, 3.5 (not the medians' 3.5)
+    assert ratio == (
+        "20 steps, 3 rounds, one thread each: nanoGPT 5.5 CPU s, gptlab 9.0 CPU s (medians); "
+        "gptlab / nanoGPT = 1.636 (per round 1.800, 1.750, 1.636)"
+    )
+    assert diff.startswith("gptlab − nanoGPT: +4.00 CPU s,")
+    assert diff.endswith("(per round +4.00, +4.50, +3.50)")
+
+
 def test_breakdown_runs_and_adds_up(tmp_path: Path) -> None:
     out = tmp_path / "phases.json"
     proc = run_module(
