@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from gptlab.training.heap import imports_unscanned
+from gptlab.heap import imports_unscanned
 
 with imports_unscanned():  # torch's and Lightning's objects: never walked by the collector again
     from hydra.errors import HydraException

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from gptlab.training.heap import imports_unscanned
+from gptlab.heap import imports_unscanned
 
 with imports_unscanned():  # torch's objects: never walked by the collector again
     from gptlab.errors import USER_ERRORS, exit_with

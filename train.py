@@ -1,6 +1,6 @@
 """Train a GPT: `python train.py [model=<preset>] [group=option ...] [key=value ...]` (Hydra)."""
 
-from gptlab.training.heap import imports_unscanned
+from gptlab.heap import imports_unscanned
 
 with imports_unscanned():  # torch's objects: never walked by the collector again (~1 CPU s a run)
     import hydra

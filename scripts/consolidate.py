@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import sys
 
-from gptlab.checkpoints import consolidate
-from gptlab.errors import USER_ERRORS, exit_with
+from gptlab.heap import imports_unscanned
+
+with imports_unscanned():  # torch's objects: never walked by the collector again
+    from gptlab.checkpoints import consolidate
+    from gptlab.errors import USER_ERRORS, exit_with
 
 USAGE = "usage: python scripts/consolidate.py <distributed checkpoint dir> <out file>"
 

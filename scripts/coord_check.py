@@ -9,7 +9,10 @@ exit 2.
 
 import sys
 
-from gptlab.analysis.coord_check_cli import width_main
+from gptlab.heap import imports_unscanned
+
+with imports_unscanned():  # torch's objects: never walked by the collector again
+    from gptlab.analysis.coord_check_cli import width_main
 
 if __name__ == "__main__":
     sys.exit(width_main(sys.argv[1:], usage=__doc__ or ""))

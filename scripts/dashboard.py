@@ -8,7 +8,10 @@ the file and the command that uploads the runs and saves the view; online it pri
 
 import sys
 
-from gptlab.dashboards.cli import main
+from gptlab.heap import imports_unscanned
+
+with imports_unscanned():  # torch's objects: never walked by the collector again
+    from gptlab.dashboards.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:], usage=__doc__ or ""))

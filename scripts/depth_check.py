@@ -10,7 +10,10 @@ outputs/depth_check). Bad input: one line, exit 2.
 
 import sys
 
-from gptlab.analysis.coord_check_cli import depth_main
+from gptlab.heap import imports_unscanned
+
+with imports_unscanned():  # torch's objects: never walked by the collector again
+    from gptlab.analysis.coord_check_cli import depth_main
 
 if __name__ == "__main__":
     sys.exit(depth_main(sys.argv[1:], usage=__doc__ or ""))

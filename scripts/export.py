@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import sys
 
-from gptlab.checkpoints.to_hf import USAGE, export_checkpoint, parse_args
+from gptlab.heap import imports_unscanned
+
+with imports_unscanned():  # torch's objects: never walked by the collector again
+    from gptlab.checkpoints.to_hf import USAGE, export_checkpoint, parse_args
 
 
 def main(argv: list[str] | None = None) -> int:

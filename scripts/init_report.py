@@ -8,7 +8,10 @@ Default out: outputs/init_report/<preset>. data.max_bytes defaults to 1000000 he
 
 import sys
 
-from gptlab.analysis.init.report import main
+from gptlab.heap import imports_unscanned
+
+with imports_unscanned():  # torch's objects: never walked by the collector again
+    from gptlab.analysis.init.report import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:], usage=__doc__ or ""))

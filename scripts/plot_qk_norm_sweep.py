@@ -7,8 +7,11 @@ usage: python scripts/plot_qk_norm_sweep.py <hydra.sweep.dir> <out.png>
 import sys
 from pathlib import Path
 
-from gptlab.analysis.qk_norm_sweep import main
-from gptlab.errors import USER_ERRORS, exit_with
+from gptlab.heap import imports_unscanned
+
+with imports_unscanned():  # torch's objects: never walked by the collector again
+    from gptlab.analysis.qk_norm_sweep import main
+    from gptlab.errors import USER_ERRORS, exit_with
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:

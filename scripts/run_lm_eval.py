@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import sys
 
-from gptlab.evaluation.lm_eval_cli import main
+from gptlab.heap import imports_unscanned
+
+with imports_unscanned():  # torch's objects: never walked by the collector again
+    from gptlab.evaluation.lm_eval_cli import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

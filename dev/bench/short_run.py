@@ -31,8 +31,8 @@ from typing import Any
 
 from dev.bench.child import REPO, run_child
 from dev.bench.corpus import local_text
+from gptlab.heap import imports_unscanned
 from gptlab.training.early_imports import WANDB_LAUNCH_INPUTS
-from gptlab.training.heap import imports_unscanned
 
 SHAKESPEARE = [
     "model.n_layer=6", "model.n_head=6", "model.n_embd=384", "model.block_size=256", "model.dropout=0.2",
@@ -199,7 +199,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         "gptlab.training.app",
         "gptlab.dashboards.cli",
     )
-    with imports_unscanned():  # as train.py imports (gptlab.training.heap): the collector paused, then frozen
+    with imports_unscanned():  # as train.py imports (gptlab.heap): the collector paused, then frozen
         for module in modules:
             t = time.process_time()
             __import__(module)

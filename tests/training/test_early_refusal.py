@@ -3,7 +3,7 @@ same record as a refusal after start-up: exit 2 and one stderr line for a single
 `failed` with the error and the overrides; in a sweep, each refused job fails alone.
 
 The oracle for "before Lightning": Python's own import log (`-X importtime`) of the process. The same
-run checks train.py's start-up imports are frozen (gptlab.training.heap): CPython's gc.callbacks note
+run checks train.py's start-up imports are frozen (gptlab.heap): CPython's gc.callbacks note
 the objects each full collection walks; before, three walked 56,000 to 170,000 of torch's."""
 
 from __future__ import annotations

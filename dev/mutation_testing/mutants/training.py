@@ -207,10 +207,10 @@ MUTANTS: list[Mutant] = [
            "        if not self.has_moe:\n            return objective\n", "",
            "a dense model's step walks its modules for MoE layers again: per-step overhead"),
     # ---- a short run's start-up and run-end view (r10-startup): issue 48 item 5 ----
-    Mutant("startup_imports_not_frozen", "training/heap.py", "            gc.freeze()\n",
+    Mutant("startup_imports_not_frozen", "heap.py", "            gc.freeze()\n",
            "            pass\n",
            "torch's and Lightning's objects stay scanned: every full collection walks them (~1 CPU s a run)"),
-    Mutant("startup_freezes_a_jobs_garbage", "training/heap.py", "if len(sys.modules) > before:", "if True:",
+    Mutant("startup_freezes_a_jobs_garbage", "heap.py", "if len(sys.modules) > before:", "if True:",
            "a sweep's later job in the same process freezes what the earlier job left: never collected"),
     # ---- run-end figures and sample (r10-runend): fixed margins, Unicode log ticks, the sample's window ----
     Mutant("sample_window_one_short", "generation.py", "idx[:, -model.cfg.block_size :]",

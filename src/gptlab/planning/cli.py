@@ -8,13 +8,16 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str]) -> int:
     """Plan the run the overrides describe on plan.gpu; bad input exits 2 in one line."""
-    import torch
+    from gptlab.heap import imports_unscanned
 
-    from gptlab.compose import compose_config
-    from gptlab.errors import USER_ERRORS, exit_with
-    from gptlab.planning.options import parse_args, setup_from
-    from gptlab.planning.plan import alternatives, fits_nowhere, fsdp_refusal, largest_micro_batch, plan
-    from gptlab.planning.report import format_alternatives, format_plan, gib
+    with imports_unscanned():  # torch's and Hydra's objects: never walked by the collector again
+        import torch
+
+        from gptlab.compose import compose_config
+        from gptlab.errors import USER_ERRORS, exit_with
+        from gptlab.planning.options import parse_args, setup_from
+        from gptlab.planning.plan import alternatives, fits_nowhere, fsdp_refusal, largest_micro_batch, plan
+        from gptlab.planning.report import format_alternatives, format_plan, gib
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     torch.set_num_threads(1)  # fake tensors do no arithmetic: threads only add overhead

@@ -1,4 +1,4 @@
-"""gptlab.training.heap: start-up imports leave the collector paused while they run, then frozen
+"""gptlab.heap: start-up imports leave the collector paused while they run, then frozen
 (`gc.freeze`), so no full collection walks torch's and Lightning's objects again; a block that
 imports nothing (a sweep's later job in the same process) freezes nothing. The oracle is CPython's
 own gc state (gc.isenabled, gc.get_freeze_count, gc.collect's count), read in a fresh interpreter.
@@ -17,7 +17,7 @@ from tests.conftest import REPO
 
 CHILD = """
 import gc, json
-from gptlab.training.heap import imports_unscanned
+from gptlab.heap import imports_unscanned
 
 out = {"frozen_at_start": gc.get_freeze_count()}
 with imports_unscanned():
@@ -80,3 +80,34 @@ def test_evaluate_and_generate_import_unscanned(tmp_path: Path) -> None:
         assert proc.returncode == 2 and "missing.ckpt" in proc.stderr, (script, proc.stderr[-2000:])
         walked = json.loads(record.read_text())
         assert max(walked, default=0) < 50_000, (script, walked)
+
+
+# each script's start-up to its usage line or first refusal: the imports that follow are its own
+SCRIPTS = ["export.py", "consolidate.py", "coord_check.py", "depth_check.py", "init_report.py",
+           "dashboard.py", "plot_qk_norm_sweep.py", "plan.py"]  # fmt: skip
+
+
+def test_scripts_import_unscanned(tmp_path: Path) -> None:
+    """The scripts that import torch (or wandb) freeze those imports as train.py does: before, each
+    paid two to seven full collections walking up to ~420,000 objects (plan.py)."""
+    from tests.training.test_early_refusal import RECORD
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    env |= {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}  # a mutated copy's source
+    procs = {
+        script: subprocess.Popen(
+            [sys.executable, "-c", RECORD, str(REPO / "scripts" / script), "--help"],
+            cwd=REPO,
+            env={**env, "GC_RECORD": str(tmp_path / f"{script}.json")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for script in SCRIPTS
+    }
+    walked = {}
+    for script, proc in procs.items():
+        out, err = proc.communicate(timeout=300)
+        assert "usage" in (out + err).lower() or "error:" in err, (script, err[-2000:])
+        walked[script] = max(json.loads((tmp_path / f"{script}.json").read_text()), default=0)
+    assert all(n < 50_000 for n in walked.values()), walked

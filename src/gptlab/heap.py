@@ -9,7 +9,9 @@ end the objects alive move to the permanent generation (the pattern the `gc.free
 gives for pre-fork servers), so later collections walk what the run itself allocates. Nothing a run
 computes changes (its metrics.json is the same to the bit); the garbage the imports left is kept
 (~13,000 objects). A block that imported nothing (a sweep's second job in the same process) freezes
-nothing: what an earlier job left behind stays collectable.
+nothing: what an earlier job left behind stays collectable. train.py, evaluate.py, generate.py and
+the scripts import inside it; a script that imports torch inside its `main` wraps that import
+(planning/cli.py).
 """
 
 from __future__ import annotations
