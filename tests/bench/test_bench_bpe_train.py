@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import string
 import subprocess
 import sys
@@ -158,9 +159,13 @@ def _plant(path: Path, docs: list[str], within: int) -> None:
     bytes (each one after a document's end), so that a sample of `within` bytes holds them all."""
     base, sep = path.read_bytes(), f"\n{SEP}\n".encode()
     room = within - sum(len(d.encode()) + len(sep) for d in docs)
+    # the document ends within `room`, picked evenly by count (a byte offset could fall inside a
+    # large file and put a planted document past `within`)
+    ends = [m.end() for m in re.finditer(re.escape(sep), base[:room])]
+    assert len(ends) >= len(docs), f"{len(ends)} documents in the first {room} bytes"
     parts, at = [], 0
     for i, doc in enumerate(docs):
-        end = base.index(sep, max(at, i * room // len(docs))) + len(sep)
+        end = ends[i * (len(ends) - 1) // max(1, len(docs) - 1)]
         parts += [base[at:end], doc.encode(), sep]
         at = end
     path.write_bytes(b"".join(parts) + base[at:])
