@@ -59,27 +59,42 @@ def test_imports_run_unscanned_then_frozen_and_a_block_without_imports_freezes_n
     assert out["stays_disabled"]  # the caller's setting is restored, not forced on
 
 
+def started_walks(runs: dict[str, list[str]], tmp_path: Path) -> dict[str, tuple[int, str, int]]:
+    """Each entry point with its arguments, run at once under the gc recorder of
+    tests/training/test_early_refusal.py: (exit code, stdout + stderr, the largest full collection)."""
+    from tests.training.test_early_refusal import RECORD
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    env |= {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}  # a mutated copy's source
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", RECORD, str(REPO / name), *args],
+            cwd=REPO,
+            env={**env, "GC_RECORD": str(tmp_path / f"{Path(name).name}.json")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for name, args in runs.items()
+    }
+    out = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=300)
+        walks = json.loads((tmp_path / f"{Path(name).name}.json").read_text())
+        out[name] = (proc.returncode, stdout + stderr, max(walks, default=0))
+    return out
+
+
 def test_evaluate_and_generate_import_unscanned(tmp_path: Path) -> None:
     """evaluate.py and generate.py import torch (and Lightning) as train.py does: no full collection
     walks their objects (before, one import walked ~100,000 to 480,000 of them, ~1 CPU s). A missing
     checkpoint is refused after the imports, so each script's whole start-up runs."""
-    from tests.training.test_early_refusal import RECORD
-
-    for script in ("evaluate.py", "generate.py"):
-        record = tmp_path / f"{script}.json"
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "HOME": str(tmp_path),
-            "GC_RECORD": str(record),
-            "WANDB_MODE": "disabled",
-        }
-        env |= {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}  # a mutated copy's source
-        missing = f"ckpt_path={tmp_path / 'missing.ckpt'}"
-        proc = subprocess.run([sys.executable, "-c", RECORD, str(REPO / script), missing], cwd=REPO,
-                              capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
-        assert proc.returncode == 2 and "missing.ckpt" in proc.stderr, (script, proc.stderr[-2000:])
-        walked = json.loads(record.read_text())
-        assert max(walked, default=0) < 50_000, (script, walked)
+    missing = f"ckpt_path={tmp_path / 'missing.ckpt'}"
+    for script, (code, said, walked) in started_walks(
+        {"evaluate.py": [missing], "generate.py": [missing]}, tmp_path
+    ).items():
+        assert code == 2 and "missing.ckpt" in said, (script, said[-2000:])
+        assert walked < 50_000, (script, walked)
 
 
 # each script's start-up to its usage line or first refusal: the imports that follow are its own
@@ -90,24 +105,7 @@ SCRIPTS = ["export.py", "consolidate.py", "coord_check.py", "depth_check.py", "i
 def test_scripts_import_unscanned(tmp_path: Path) -> None:
     """The scripts that import torch (or wandb) freeze those imports as train.py does: before, each
     paid two to seven full collections walking up to ~420,000 objects (plan.py)."""
-    from tests.training.test_early_refusal import RECORD
-
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
-    env |= {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}  # a mutated copy's source
-    procs = {
-        script: subprocess.Popen(
-            [sys.executable, "-c", RECORD, str(REPO / "scripts" / script), "--help"],
-            cwd=REPO,
-            env={**env, "GC_RECORD": str(tmp_path / f"{script}.json")},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for script in SCRIPTS
-    }
-    walked = {}
-    for script, proc in procs.items():
-        out, err = proc.communicate(timeout=300)
-        assert "usage" in (out + err).lower() or "error:" in err, (script, err[-2000:])
-        walked[script] = max(json.loads((tmp_path / f"{script}.json").read_text()), default=0)
-    assert all(n < 50_000 for n in walked.values()), walked
+    runs = started_walks({f"scripts/{s}": ["--help"] for s in SCRIPTS}, tmp_path)
+    for script, (_, said, _) in runs.items():
+        assert "usage" in said.lower() or "error:" in said, (script, said[-2000:])
+    assert all(walked < 50_000 for _, _, walked in runs.values()), {k: v[2] for k, v in runs.items()}
